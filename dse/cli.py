@@ -1,0 +1,207 @@
+"""Command line: ``dse evaluate``, ``dse search``, ``dse targets``.
+
+Exit status: 0 success, 1 a configuration is infeasible (or failed), 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from dse.errors import DseError, UsageError
+from dse.formatting import key_values, table
+from dse.paper_strategy import paper_strategy
+from dse.problem import build_context, build_evaluator
+from dse.registry import evaluator_names
+from dse.results import EvalResult, Status
+from dse.search import SearchOutcome, exhaustive
+from dse.target import available_targets, load_target
+
+SUMMARY_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "bound", "balance",
+                   "macs_per_cycle", "l1_bytes", "l2_bytes", "dram_bytes")
+TILE_COLUMNS = ("m_ct", "k_ct", "n_ct", "k_mt")
+
+
+def _pairs(items: Sequence[str] | None, option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"{option} expects NAME=VALUE, got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _add_problem_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", required=True, help="target name (see `dse targets`) or .toml path")
+    p.add_argument("--dtype", required=True, help="input-output types, e.g. int8-int8, bf16-bf16")
+    p.add_argument("--shape", required=True, help="GEMM size MxKxN, e.g. 4096x4096x4096")
+    p.add_argument("--b-layout", default="col", help="B in DRAM: col (default) or row")
+    p.add_argument("--evaluator", default="analytical", help="evaluator name (default analytical)")
+    p.add_argument("--constraint", action="append", default=[], metavar="NAME",
+                   help="also enforce an optional rule: dma_bound (eq. 4)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _result_json(result: EvalResult) -> dict[str, Any]:
+    # Metrics appear both nested and at the top level, so scripts can use either.
+    return {**result.metrics, **result.to_dict()}
+
+
+def _print_result(result: EvalResult) -> None:
+    print(f"status: {result.status.value}")
+    if result.reason:
+        print(f"reason: {result.reason}")
+    print("params:\n" + key_values(result.params))
+    if result.metrics:
+        print("metrics:\n" + key_values(result.metrics))
+
+
+def _load_configs(path: str) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UsageError(f"--configs: file {path!r} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--configs: {path} is not valid JSON: {exc}") from None
+    if not isinstance(data, list) or not all(isinstance(c, dict) for c in data):
+        raise UsageError(f"--configs: {path} must hold a JSON list of parameter objects")
+    return data
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
+    evaluator = build_evaluator(args.evaluator)
+    if args.configs and args.param:
+        raise UsageError("give either --param or --configs, not both")
+    given = _load_configs(args.configs) if args.configs else [_pairs(args.param, "--param")]
+    resolved = []
+    for index, config in enumerate(given):
+        try:
+            resolved.append(ctx.space.resolve(config))
+        except UsageError as exc:
+            where = f"config {index} of {args.configs}: " if args.configs else ""
+            raise UsageError(f"{where}{exc}") from None
+    results = evaluator.evaluate(ctx.space.encode(resolved), ctx)
+    if args.json:
+        payload: Any = [_result_json(r) for r in results] if args.configs else _result_json(
+            results[0])
+        print(json.dumps(payload, indent=2))
+    else:
+        for i, result in enumerate(results):
+            if len(results) > 1:
+                print(f"--- config {i}")
+            _print_result(result)
+    return 0 if all(r.status is Status.OK for r in results) else 1
+
+
+def _print_outcome(outcome: SearchOutcome, strategy: str) -> None:
+    print(f"{strategy} search: {outcome.n_total:,} configs in the parameter box, "
+          f"{outcome.n_evaluated:,} generated, {outcome.n_feasible:,} feasible, "
+          f"{outcome.elapsed_s:.2f} s")
+    if outcome.rejected_by:
+        print("rejected by: " + ", ".join(f"{k} {v:,}" for k, v in outcome.rejected_by.items()))
+    if outcome.steps:
+        print("\nbalance procedure steps:")
+        print(table(outcome.steps, ("step", *TILE_COLUMNS, "shape", "macs_per_cycle", "t_comp_s",
+                                    "t_mem_s", "bound", "tops")))
+    rows = [{"rank": i + 1, **c.params, **c.metrics} for i, c in enumerate(outcome.top)]
+    varying = [p for p in outcome.top[0].params if p not in TILE_COLUMNS and
+               len({str(c.params[p]) for c in outcome.top}) > 1] if outcome.top else []
+    print("\nbest configurations:" if len(rows) > 1 else "\nbalanced configuration:")
+    print(table(rows, ("rank", *TILE_COLUMNS, *varying, "tops", "macs_per_cycle", "t_comp_s",
+                       "t_mem_s", "bound", "l1_bytes", "l2_bytes")))
+
+
+def _parse_start(text: str | None) -> tuple[int, int, int] | None:
+    if text is None:
+        return None
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise UsageError(f"--start expects m_ctxk_ctxn_ct, e.g. 64x232x64; got {text!r}")
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
+    evaluator = build_evaluator(args.evaluator)
+    if args.top < 1:
+        raise UsageError(f"--top must be at least 1, got {args.top}")
+    fix = _pairs(args.fix, "--fix")
+    if args.strategy == "paper":
+        if args.free:
+            raise UsageError("--free applies to --strategy exhaustive only")
+        outcome = paper_strategy(evaluator, ctx, fix=fix, start=_parse_start(args.start))
+    else:
+        if args.start:
+            raise UsageError("--start applies to --strategy paper only")
+        outcome = exhaustive(evaluator, ctx, fix=fix, free=args.free, top=args.top)
+    if args.json:
+        print(json.dumps(outcome.to_dict(), indent=2))
+    else:
+        _print_outcome(outcome, args.strategy)
+    return 0 if outcome.top else 1
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    rows = []
+    for name in available_targets():
+        t = load_target(name)
+        rows.append({"name": name, "space": t.space, "array": f"{t.array.rows}x{t.array.cols}",
+                     "clock_GHz": t.array.clock_hz / 1e9, "dtypes": ",".join(t.dtypes),
+                     "description": t.description})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(table(rows, ("name", "space", "array", "clock_GHz", "dtypes")))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dse", description="GEMM design-space exploration")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ev = sub.add_parser("evaluate", help="score one configuration (or a JSON list of them)")
+    _add_problem_args(ev)
+    ev.add_argument("--param", action="append", metavar="NAME=VALUE",
+                    help="a parameter value; tile sizes m_ct, k_ct, n_ct, k_mt are required")
+    ev.add_argument("--configs", metavar="FILE.json", help="JSON list of parameter objects")
+    ev.set_defaults(func=cmd_evaluate)
+
+    se = sub.add_parser("search", help="search the design space of one GEMM")
+    _add_problem_args(se)
+    se.add_argument("--fix", action="append", metavar="NAME=VALUE", help="pin a parameter")
+    se.add_argument("--free", action="append", default=[], metavar="NAME",
+                    help="also vary a parameter that otherwise keeps its default")
+    se.add_argument("--top", type=int, default=10, help="how many configurations to report")
+    se.add_argument("--strategy", choices=("exhaustive", "paper"), default="exhaustive")
+    se.add_argument("--start", metavar="MxKxN", help="paper strategy: kernel to start from")
+    se.set_defaults(func=cmd_search)
+
+    tg = sub.add_parser("targets", help="list the shipped targets")
+    tg.add_argument("--json", action="store_true")
+    tg.set_defaults(func=cmd_targets)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    if getattr(args, "evaluator", None) and args.evaluator not in evaluator_names():
+        print(f"dse: error: unknown evaluator {args.evaluator!r}; valid: "
+              f"{', '.join(evaluator_names())}", file=sys.stderr)
+        return 2
+    try:
+        return func(args)
+    except DseError as exc:
+        print(f"dse: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Evaluators score configurations; each is registered by name in :mod:`dse.registry`."""

@@ -1,0 +1,314 @@
+"""Calibration of the XDNA model constants on the published measurements.
+
+Run ``python -m evaluators.analytical.calibration`` to refit and print every constant marked
+``[calibrated]`` in the target files together with the residuals. XDNA2 constants come from its
+single-core Table 1 points and from architecture facts; no XDNA2 end-to-end number is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dse.target import Target, load_target
+from dse.workload import GemmWorkload
+from evaluators.analytical import paper_data
+from evaluators.analytical.paper_data import EndToEndPoint, KernelPoint
+from evaluators.analytical.xdna_gemm import score
+from evaluators.analytical.xdna_kernel import macs_per_cycle
+from search_spaces.xdna_gemm import XdnaGemmSpace
+
+# The published points fix the DRAM curve's slope for short runs (k_mt = 56) and its plateau
+# (Table 2, the int8-int16 Table 1 kernel) equally well for any knee sharpness (residuals within
+# 0.05 %), but not how sharp the bend is. A sharp bend is what a fabric with a bandwidth cap and
+# a per-run cost gives; with it, beyond ~280-B runs a longer k_mt buys nothing, as the paper
+# reports, and every XDNA dtype's measured best kernel ranks in the model's top ten (a sharpness
+# of 2 would rank int8-int32's at 80th: it would credit k_mt of 1000+ with 20 % more bandwidth).
+KNEE_SHARPNESS = 8.0
+ROW_MAJOR_SWEEP_KERNELS = {
+    "int8-int8": {"m_ct": 112, "k_ct": 112, "n_ct": 112, "k_mt": 448},
+    "int8-int16": {"m_ct": 96, "k_ct": 112, "n_ct": 96, "k_mt": 448},
+    "bf16-bf16": {"m_ct": 96, "k_ct": 56, "n_ct": 96, "k_mt": 224},
+}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Fitted constants of one target and the relative residuals of what they were fitted on."""
+
+    target: Target
+    kernel_residuals: dict[str, float]
+    end_to_end_residuals: dict[str, float]
+
+
+def with_values(target: Target, **sections: dict[str, float]) -> Target:
+    """Copy of ``target`` with some keys of some sections replaced, e.g. dram={...}."""
+    changes = {name: dataclasses.replace(getattr(target, name), **values)
+               for name, values in sections.items()}
+    return dataclasses.replace(target, **changes)
+
+
+def with_input(target: Target, input_type: str, **values: float) -> Target:
+    inputs = dict(target.inputs)
+    inputs[input_type] = dataclasses.replace(inputs[input_type], **values)
+    return dataclasses.replace(target, inputs=inputs)
+
+
+def kernel_residuals(target: Target, points: Sequence[KernelPoint]) -> dict[str, float]:
+    """Relative error of predicted MACs/cycle for each published kernel."""
+    out = {}
+    for p in points:
+        inp, outp = p.dtype.split("-")
+        spec = target.input_spec(inp)
+        out_bytes = GemmWorkload.parse("1x1x1", p.dtype).dtype.out_bytes
+        pred = macs_per_cycle(np.array([p.m]), np.array([p.k]), np.array([p.n]), spec,
+                              target.kernel, out_bytes)[0]
+        out[f"{p.device} {p.dtype} {p.m}x{p.k}x{p.n}"] = pred / p.macs_per_cycle - 1
+    return out
+
+
+def predict_point(target: Target, point: EndToEndPoint, b_layout: str = "col") -> dict:
+    """Analytical metrics of one published configuration (must be feasible)."""
+    workload = GemmWorkload.parse(point.shape, point.dtype, b_layout)
+    space = XdnaGemmSpace(target, workload)
+    batch = space.encode([space.resolve(point.params)])
+    feasible = space.check(batch)
+    if not feasible.ok[0]:
+        raise ValueError(f"{point.label}: {space.explain(batch, 0)}")
+    return {name: values[0] for name, values in score(batch, target, workload).items()}
+
+
+def end_to_end_residuals(target: Target, points: Sequence[EndToEndPoint]) -> dict[str, float]:
+    return {p.label: predict_point(target, p)["tops"] / p.tops - 1 for p in points}
+
+
+def _least_squares(fun: Callable[[np.ndarray], np.ndarray], x0: Sequence[float],
+                   lower: Sequence[float], upper: Sequence[float]) -> np.ndarray:
+    from scipy.optimize import least_squares  # calibration-only dependency
+
+    return least_squares(fun, x0, bounds=(lower, upper), x_scale="jac").x
+
+
+def fit_xdna_kernel(target: Target) -> Target:
+    """MAC efficiency of int8 and bf16, output cost per byte/element and per call (12 points)."""
+    points = [p for p in paper_data.table1() + paper_data.table2_kernels() if p.device == "xdna"]
+
+    def build(x: np.ndarray) -> Target:
+        t = with_input(target, "int8", mac_efficiency=1 / x[0])
+        t = with_input(t, "int16", mac_efficiency=1 / x[0])
+        t = with_input(t, "bf16", mac_efficiency=1 / x[1])
+        return with_values(t, kernel={"out_cycles_per_byte": x[2],
+                                      "out_cycles_per_element": x[3], "call_cycles": x[4]})
+
+    x = _least_squares(lambda x: np.array(list(kernel_residuals(build(x), points).values())),
+                       [1.05, 1.0, 0.06, 0.0, 10.0], [1, 1, 0, 0, 0], [2, 2, 1, 1, 5000])
+    return build(x)
+
+
+def fit_xdna2_kernel(target: Target, xdna: Target) -> Target:
+    """XDNA2: int8 MAC efficiency and output cost per byte from its three int8 kernels.
+
+    The per-element and per-call costs are taken from XDNA; bf16 runs on the same bfp16/int8
+    datapath (same efficiency) plus the conversion of its inputs at one 512-bit vector per
+    cycle, so the single bf16 kernel is a prediction, not a fit.
+    """
+    points = [p for p in paper_data.table1() if p.device == "xdna2" and p.dtype.startswith("int8")]
+    base = with_values(target, kernel={
+        "out_cycles_per_element": xdna.kernel.out_cycles_per_element,
+        "call_cycles": xdna.kernel.call_cycles})
+
+    def build(x: np.ndarray) -> Target:
+        t = base
+        for name in ("int8", "int16", "bf16"):
+            t = with_input(t, name, mac_efficiency=1 / x[0])
+        return with_values(t, kernel={"out_cycles_per_byte": x[1]})
+
+    x = _least_squares(lambda x: np.array(list(kernel_residuals(build(x), points).values())),
+                       [1.05, 0.04], [1, 0], [2, 1])
+    return build(x)
+
+
+def fit_xdna_dram(target: Target) -> Target:
+    """DRAM peak, run-length half point and dispatch: Table 2 plus two memory-bound facts."""
+    points = paper_data.table2() + [paper_data.SHORT_RUN_BF16, paper_data.TABLE1_KERNEL_INT16]
+
+    def build(x: np.ndarray) -> Target:
+        return with_values(target, dram={"peak_bytes_per_s": x[0] * 1e9, "run_knee_bytes": x[1],
+                                         "run_knee_sharpness": KNEE_SHARPNESS},
+                           overheads={"dispatch_s": x[2] * 1e-3})
+
+    x = _least_squares(lambda x: np.array(list(end_to_end_residuals(build(x), points).values())),
+                       [20.0, 300.0, 0.1], [1, 0, 0], [500, 10000, 10])
+    return build(x)
+
+
+def _bisect(fun: Callable[[float], float], lo: float, hi: float) -> float:
+    from scipy.optimize import brentq
+
+    return float(brentq(fun, lo, hi, xtol=1e-9))
+
+
+def fit_bd_reconfig(target: Target) -> Target:
+    """Command-processor latency that makes sequential BDs lose 27 % (int8-int16, Table 2)."""
+    point = next(p for p in paper_data.table2() if p.dtype == "int8-int16" and p.rank == 1)
+    sequential = dataclasses.replace(point, params={**point.params, "bd_scheme": "sequential"})
+
+    def loss(us: float) -> float:
+        t = with_values(target, overheads={"bd_reconfig_s": us * 1e-6})
+        ratio = predict_point(t, sequential)["tops"] / predict_point(t, point)["tops"]
+        return (1 - ratio) - paper_data.SEQUENTIAL_BD_LOSS
+
+    return with_values(target, overheads={"bd_reconfig_s": _bisect(loss, 0.0, 10000.0) * 1e-6})
+
+
+def row_major_gap(target: Target, dtype: str, samples: int = 40, seed: int = 0) -> float:
+    """Mean col-major over row-major throughput ratio - 1 over a sweep of native-size multiples
+    up to 8K (the paper's roofline sweep, with the balanced kernel)."""
+    params = ROW_MAJOR_SWEEP_KERNELS[dtype]
+    rng = np.random.default_rng(seed)
+    rows, cols = target.array.rows, target.array.cols
+    gaps = []
+    for _ in range(samples):
+        dims = [int(rng.integers(1, 8192 // step + 1)) * step for step in
+                (params["m_ct"] * rows, params["k_mt"], params["n_ct"] * cols)]
+        point = EndToEndPoint("sweep", target.name, dtype, "x".join(map(str, dims)), params, 0.0)
+        gaps.append(predict_point(target, point, "col")["tops"]
+                    / predict_point(target, point, "row")["tops"] - 1)
+    return float(np.mean(gaps))
+
+
+def fit_adjacent_merge(target: Target) -> Target:
+    """How much concurrent adjacent streams lengthen DRAM runs: the B row-major gaps."""
+
+    def build(x: np.ndarray) -> Target:
+        return with_values(target, dram={"adjacent_merge": float(x[0])})
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        t = build(x)
+        return np.array([row_major_gap(t, d) - gap for d, gap in paper_data.ROW_MAJOR_GAPS.items()])
+
+    return build(_least_squares(residuals, [0.5], [0.0], [1.0]))
+
+
+def derive_xdna2_dram(xdna: Target, xdna2: Target) -> Target:
+    """XDNA2's DRAM curve: XDNA's, scaled by the ratio of the two micro-benchmark figures.
+
+    Both devices have the same DDR5-5600 dual-channel memory; what differs is the NPU's path to
+    it, which the identical micro-benchmark measures (15 vs 50 GB/s). The knee (bytes per run)
+    and the overheads are taken unchanged from XDNA.
+    """
+    d1, d2 = xdna.dram, xdna2.dram
+    scale = d2.microbenchmark_bytes_per_s / d1.microbenchmark_bytes_per_s
+    return with_values(xdna2, dram={"peak_bytes_per_s": d1.peak_bytes_per_s * scale,
+                                    "run_knee_bytes": d1.run_knee_bytes,
+                                    "run_knee_sharpness": d1.run_knee_sharpness,
+                                    "adjacent_merge": d1.adjacent_merge,
+                                    "write_efficiency": d1.write_efficiency},
+                       overheads={"dispatch_s": xdna.overheads.dispatch_s,
+                                  "bd_reconfig_s": xdna.overheads.bd_reconfig_s})
+
+
+def calibrate() -> tuple[Calibration, Calibration]:
+    """Refit every calibrated constant of ``xdna`` and ``xdna2``."""
+    # Start from a neutral merge factor so the fit does not depend on the values in the file.
+    xdna = fit_xdna_kernel(with_values(load_target("xdna"), dram={"adjacent_merge": 0.5}))
+    # The DRAM curve and the merge of adjacent streams (C writes) depend on each other weakly:
+    # two rounds settle them.
+    for _ in range(2):
+        xdna = fit_xdna_dram(xdna)
+        xdna = fit_adjacent_merge(xdna)
+    xdna = fit_bd_reconfig(xdna)
+    xdna2 = fit_xdna2_kernel(load_target("xdna2"), xdna)
+    xdna2 = derive_xdna2_dram(xdna, xdna2)
+    kernels = paper_data.table1() + paper_data.table2_kernels()
+    end_to_end = paper_data.table2() + [paper_data.SHORT_RUN_BF16, paper_data.TABLE1_KERNEL_INT16]
+    return (
+        Calibration(xdna, kernel_residuals(xdna, [p for p in kernels if p.device == "xdna"]),
+                    end_to_end_residuals(xdna, end_to_end)),
+        Calibration(xdna2, kernel_residuals(xdna2, [p for p in kernels if p.device == "xdna2"]),
+                    {}),
+    )
+
+
+def _report(cal: Calibration) -> str:
+    t = cal.target
+    lines = [f"== {t.name}",
+             *(f"inputs.{name}.mac_efficiency = {spec.mac_efficiency:.4f}"
+               for name, spec in t.inputs.items()),
+             f"kernel.out_cycles_per_byte = {t.kernel.out_cycles_per_byte:.4f}",
+             f"kernel.out_cycles_per_element = {t.kernel.out_cycles_per_element:.4f}",
+             f"kernel.call_cycles = {t.kernel.call_cycles:.1f}",
+             f"dram.peak_bytes_per_s = {t.dram.peak_bytes_per_s:.4e}",
+             f"dram.run_knee_bytes = {t.dram.run_knee_bytes:.1f}",
+             f"dram.run_knee_sharpness = {t.dram.run_knee_sharpness:.2f}",
+             f"dram.adjacent_merge = {t.dram.adjacent_merge:.3f}",
+             f"overheads.dispatch_s = {t.overheads.dispatch_s:.4e}",
+             f"overheads.bd_reconfig_s = {t.overheads.bd_reconfig_s:.4e}",
+             "kernel MACs/cycle residuals:"]
+    lines += [f"  {label:40s} {err * 100:+6.2f} %" for label, err in cal.kernel_residuals.items()]
+    if cal.end_to_end_residuals:
+        lines.append("end-to-end TOPS residuals:")
+        lines += [f"  {label:40s} {err * 100:+6.2f} %"
+                  for label, err in cal.end_to_end_residuals.items()]
+    return "\n".join(lines)
+
+
+CALIBRATED_KEYS = {
+    "kernel": ("out_cycles_per_byte", "out_cycles_per_element", "call_cycles"),
+    "dram": ("peak_bytes_per_s", "run_knee_bytes", "run_knee_sharpness", "adjacent_merge"),
+    "overheads": ("dispatch_s", "bd_reconfig_s"),
+    "inputs.int8": ("mac_efficiency",), "inputs.int16": ("mac_efficiency",),
+    "inputs.bf16": ("mac_efficiency",),
+}
+
+
+def calibrated_values(target: Target) -> dict[str, float]:
+    """The calibrated constants of ``target`` as dotted key -> value."""
+    out = {}
+    for section, keys in CALIBRATED_KEYS.items():
+        obj = (target.inputs[section.split(".")[1]] if section.startswith("inputs.")
+               else getattr(target, section))
+        out.update({f"{section}.{key}": float(getattr(obj, key)) for key in keys})
+    return out
+
+
+def write_values(path: Path, target: Target) -> None:
+    """Rewrite the calibrated numbers in a target file, keeping its layout and comments."""
+    values = calibrated_values(target)
+    section = ""
+    lines = []
+    for line in path.read_text().splitlines(keepends=True):
+        header = re.match(r"^\[([^\]]+)\]", line)
+        if header:
+            section = header.group(1)
+        assign = re.match(r"^(\w+)(\s*=\s*)([^#\s]+)(.*)$", line, re.DOTALL)
+        if assign and f"{section}.{assign.group(1)}" in values:
+            value = values[f"{section}.{assign.group(1)}"]
+            number = f"{0.0 if abs(value) < 1e-9 else value:.6g}"
+            if "." not in number and "e" not in number:
+                number += ".0"
+            line = f"{assign.group(1)}{assign.group(2)}{number}{assign.group(4)}"
+        lines.append(line)
+    path.write_text("".join(lines))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", action="store_true",
+                        help="write the fitted constants into the shipped target files")
+    args = parser.parse_args(argv)
+    for cal in calibrate():
+        print(_report(cal))
+        if args.write:
+            write_values(Path(cal.target.source), cal.target)
+            print(f"wrote {cal.target.source}")
+
+
+if __name__ == "__main__":
+    main()

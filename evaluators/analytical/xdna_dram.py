@@ -1,0 +1,89 @@
+"""DRAM traffic (eqs. 6-8) and the bandwidth the NPU gets for it.
+
+Delivered bandwidth depends on how long the contiguous runs of a transfer are. Short runs are
+limited by a cost per run (opening a DRAM page, starting a burst), so bandwidth grows linearly
+with the run length ``L``; long runs saturate at the peak. The two regimes meet at the knee
+``run_knee_bytes`` and are blended by a p-norm, ``peak * L / (L**p + knee**p) ** (1/p)`` with
+``p = run_knee_sharpness`` (p = 1 is a pure per-run overhead; large p a hard knee).
+Runs of neighbouring columns that read or write adjacent spans of the same rows at the same time
+(row-major B, the C join) partly merge in the memory controller: ``adjacent_merge`` is the
+fraction of each extra stream that lengthens the run. Writes get ``write_efficiency`` on top.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.target import DramSpec
+from search_spaces.xdna_gemm.geometry import Geometry
+
+
+def run_bandwidth(run_bytes: np.ndarray, dram: DramSpec, write: bool = False) -> np.ndarray:
+    """Bytes per second delivered to a stream of contiguous runs of ``run_bytes``."""
+    run = np.asarray(run_bytes, dtype=np.float64)
+    p = dram.run_knee_sharpness
+    bw = dram.peak_bytes_per_s * run / (run**p + dram.run_knee_bytes**p) ** (1.0 / p)
+    return bw * dram.write_efficiency if write else bw
+
+
+def merged_run(run_bytes: np.ndarray, streams: np.ndarray, dram: DramSpec) -> np.ndarray:
+    """Effective run length of ``streams`` concurrent transfers of adjacent spans."""
+    return np.asarray(run_bytes, dtype=np.float64) * (1 + dram.adjacent_merge * (streams - 1))
+
+
+@dataclass(frozen=True)
+class DramTraffic:
+    """Bytes moved per matrix and the seconds they take at their delivered bandwidth."""
+
+    bytes_a: np.ndarray
+    bytes_b: np.ndarray
+    bytes_c: np.ndarray
+    bw_a: np.ndarray
+    bw_b: np.ndarray
+    bw_c: np.ndarray
+
+    @property
+    def bytes_total(self) -> np.ndarray:
+        return self.bytes_a + self.bytes_b + self.bytes_c
+
+    @property
+    def t_a(self) -> np.ndarray:
+        return self.bytes_a / self.bw_a
+
+    @property
+    def t_b(self) -> np.ndarray:
+        return self.bytes_b / self.bw_b
+
+    @property
+    def t_c(self) -> np.ndarray:
+        return self.bytes_c / self.bw_c
+
+    @property
+    def t_total(self) -> np.ndarray:
+        return self.t_a + self.t_b + self.t_c
+
+
+def dram_traffic(geo: Geometry, a_par: np.ndarray, b_par: np.ndarray, dram: DramSpec) -> DramTraffic:
+    """Traffic of the output-stationary schedule on the padded GEMM.
+
+    A is re-read once per block of ``n_ct * b_par`` columns of C (eq. 6), B once per block of
+    ``m_ct * a_par`` rows (eq. 7), and C is written once (eq. 8).
+    """
+    macs = geo.M.astype(np.float64) * geo.K * geo.N
+    bytes_a = macs * geo.ty_a / (geo.n * b_par)
+    bytes_b = macs * geo.ty_b / (geo.m * a_par)
+    bytes_c = geo.M.astype(np.float64) * geo.N * geo.ty_c
+    # A (row-major) is staged as m_ct x k_mt tiles of different row blocks: runs of k_mt.
+    run_a = geo.kmt * geo.ty_a
+    # Column-major B runs along K for k_mt; row-major B runs along N for n_ct, and the b_par
+    # columns read adjacent spans of the same rows.
+    run_b = np.where(geo.b_col_major, geo.kmt * geo.ty_b,
+                     merged_run(geo.n * geo.ty_b, b_par, dram))
+    run_c = merged_run(geo.n * geo.ty_c, b_par, dram)
+    return DramTraffic(
+        bytes_a=bytes_a, bytes_b=bytes_b, bytes_c=bytes_c,
+        bw_a=run_bandwidth(run_a, dram), bw_b=run_bandwidth(run_b, dram),
+        bw_c=run_bandwidth(run_c, dram, write=True),
+    )

@@ -1,0 +1,165 @@
+"""Design space of the output-stationary whole-array GEMM on AMD Ryzen AI XDNA / XDNA2."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dse.errors import UsageError
+from dse.target import Target
+from dse.workload import GemmWorkload
+from search_spaces.base import (
+    ConfigBatch,
+    IntParam,
+    Param,
+    batch_from_dicts,
+    batch_take,
+    batch_to_dicts,
+)
+from search_spaces.xdna_gemm.constraints import (
+    CONSTRAINTS,
+    OPTIONAL_CONSTRAINTS,
+    CheckContext,
+    Constraint,
+)
+from search_spaces.xdna_gemm.enumeration import enumerate_tiles, tile_domains
+from search_spaces.xdna_gemm.params import TILE_PARAMS, build_params, default_params
+
+__all__ = ["Feasibility", "XdnaGemmSpace", "TILE_PARAMS"]
+
+
+@dataclass(frozen=True)
+class Feasibility:
+    """Result of checking a batch: which configs are feasible and the first rule each breaks."""
+
+    ok: np.ndarray
+    first_failed: np.ndarray  # index into the space's constraints, -1 when feasible
+
+
+class XdnaGemmSpace:
+    """Tile sizes, buffer depths, array use and mapping of a GEMM on one XDNA target.
+
+    Args:
+        target: the accelerator.
+        workload: the GEMM.
+        extra_constraints: names of optional rules to enforce too (``dma_bound``: eq. 4).
+    """
+
+    name = "xdna_gemm"
+
+    def __init__(self, target: Target, workload: GemmWorkload,
+                 extra_constraints: Sequence[str] = ()) -> None:
+        if workload.dtype.name not in target.dtypes:
+            raise UsageError(f"dtype {workload.dtype.name!r} is not supported on {target.name}; "
+                             f"valid: {', '.join(target.dtypes)}")
+        unknown = [c for c in extra_constraints if c not in OPTIONAL_CONSTRAINTS]
+        if unknown:
+            raise UsageError(f"unknown constraint {unknown[0]!r}; valid: "
+                             f"{', '.join(OPTIONAL_CONSTRAINTS)}")
+        self.target = target
+        self.workload = workload
+        self._params = build_params(target)
+        self.constraints: tuple[Constraint, ...] = CONSTRAINTS + tuple(
+            OPTIONAL_CONSTRAINTS[c] for c in extra_constraints)
+
+    def params(self) -> dict[str, Param]:
+        """Every parameter with its fixed domain."""
+        return dict(self._params)
+
+    def defaults(self) -> dict[str, Any]:
+        """Default values of every parameter except the tile sizes."""
+        return default_params(self.target, self.workload)
+
+    def parse(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Check names and values of user-given parameters (strings allowed), no defaults."""
+        out: dict[str, Any] = {}
+        for name, value in given.items():
+            if name not in self._params:
+                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
+            out[name] = self._params[name].parse(value)
+        return out
+
+    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """User parameters with defaults filled in; every tile size must be given."""
+        params = {**self.defaults(), **self.parse(given)}
+        missing = [p for p in TILE_PARAMS if p not in params]
+        if missing:
+            raise UsageError(f"missing parameter(s) {', '.join(missing)}: tile sizes have no "
+                             "default (give them with --param NAME=VALUE)")
+        return {name: params[name] for name in self._params}
+
+    def encode(self, configs: Sequence[Mapping[str, Any]]) -> ConfigBatch:
+        return batch_from_dicts(self._params, list(configs))
+
+    def decode(self, batch: ConfigBatch) -> list[dict[str, Any]]:
+        return batch_to_dicts(self._params, batch)
+
+    def check(self, batch: ConfigBatch) -> Feasibility:
+        """Evaluate every constraint on the batch (vectorised)."""
+        ctx = CheckContext(batch, self.target, self.workload)
+        n = len(batch["m_ct"])
+        first = np.full(n, -1, dtype=np.int64)
+        for index, rule in enumerate(self.constraints):
+            failed = ~rule.check(ctx) & (first < 0)
+            first[failed] = index
+        return Feasibility(ok=first < 0, first_failed=first)
+
+    def satisfies(self, rule: str, batch: ConfigBatch) -> np.ndarray:
+        """Whether each config satisfies one named rule (optional rules included)."""
+        rules = {r.name: r for r in CONSTRAINTS + tuple(OPTIONAL_CONSTRAINTS.values())}
+        return rules[rule].check(CheckContext(batch, self.target, self.workload))
+
+    def explain(self, batch: ConfigBatch, i: int) -> str | None:
+        """Why config ``i`` is infeasible (every rule it breaks), or None when it is feasible."""
+        one = batch_take(batch, np.array([i]))
+        ctx = CheckContext(one, self.target, self.workload)
+        reasons = [rule.explain(ctx, 0) for rule in self.constraints if not rule.check(ctx)[0]]
+        return "; ".join(reasons) if reasons else None
+
+    def enumerate(self, fix: Mapping[str, Any] | None = None,
+                  free: Iterable[str] = ()) -> tuple[ConfigBatch, int]:
+        """Configs to search and the size of the full parameter box they were drawn from.
+
+        Tile sizes vary unless fixed; other parameters keep their default unless listed in
+        ``free`` (then every value of their domain) or fixed.
+        """
+        fixed = self.parse(fix or {})
+        free = list(free)
+        for name in free:
+            if name not in self._params:
+                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
+            if name in fixed:
+                raise UsageError(f"parameter {name!r} is both fixed and free")
+        defaults = self.defaults()
+        others = [p for p in self._params if p not in TILE_PARAMS]
+        choices = [self._domain(p) if p in free else [fixed.get(p, defaults[p])] for p in others]
+        parts: list[ConfigBatch] = []
+        n_total = 0
+        for combo in itertools.product(*choices):
+            other = {p: self._params[p].encode(v) for p, v in zip(others, combo, strict=True)}
+            parts.append(enumerate_tiles(self.target, self.workload, other,
+                                         {p: fixed[p] for p in TILE_PARAMS if p in fixed}))
+            hi = tile_domains(self.target, self.workload, other)
+            box = 1
+            for p in TILE_PARAMS:
+                box *= 1 if p in fixed else max(hi[p] // self._step(p), 1)
+            n_total += box
+        batch = {name: np.concatenate([part[name] for part in parts]) for name in self._params}
+        return batch, n_total
+
+    def _domain(self, name: str) -> list[Any]:
+        param = self._params[name]
+        if isinstance(param, IntParam):
+            if param.hi is None:
+                raise UsageError(f"parameter {name!r} has an unbounded domain and cannot be "
+                                 "freed; tile sizes vary by default")
+            return list(range(param.lo, param.hi + 1))
+        return list(param.choices)
+
+    def _step(self, name: str) -> int:
+        spec = self.target.input_spec(self.workload.dtype.input)
+        return {"m_ct": spec.r, "k_ct": spec.s, "n_ct": spec.t, "k_mt": spec.s}[name]

@@ -1,0 +1,96 @@
+"""Vectorised enumeration of the tile sizes (m_ct, k_ct, n_ct, k_mt) of the XDNA GEMM space.
+
+The full box of tile sizes is mostly infeasible (L1 holds ~63 KiB), so it is generated
+constructively: (m_ct, n_ct) pairs whose smallest tile fits L1, then every k_ct that can fit with
+them, then every k_mt up to the exact L2 limit (L2 use is linear in k_mt). These bounds only
+drop configs that the capacity constraints would reject; all constraints run on the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from dse.target import Target
+from dse.workload import GemmWorkload
+from search_spaces.base import ConfigBatch
+from search_spaces.xdna_gemm.geometry import ceil_div, derive, l2_usage
+
+
+def tile_domains(target: Target, workload: GemmWorkload, other: Mapping[str, int]) -> dict[str, int]:
+    """Upper bounds of m_ct, k_ct, n_ct (from L1 alone) and k_mt (from K) for the box size."""
+    spec = target.input_spec(workload.dtype.input)
+    ty, ty_c = workload.dtype.in_bytes, workload.dtype.out_bytes
+    avail = target.memory.l1_bytes - target.memory.l1_stack_bytes
+    ba, bb, bc = other["buf_a_l1"], other["buf_b_l1"], other["buf_c_l1"]
+    m_hi = (avail - bb * spec.s * spec.t * ty) // (ba * spec.s * ty + bc * spec.t * ty_c)
+    n_hi = (avail - ba * spec.r * spec.s * ty) // (bb * spec.s * ty + bc * spec.r * ty_c)
+    k_hi = (avail - bc * spec.r * spec.t * ty_c) // ((ba * spec.r + bb * spec.t) * ty)
+    return {
+        "m_ct": max(m_hi // spec.r, 0) * spec.r,
+        "n_ct": max(n_hi // spec.t, 0) * spec.t,
+        "k_ct": max(k_hi // spec.s, 0) * spec.s,
+        "k_mt": int(ceil_div(workload.K, spec.s)) * spec.s,
+    }
+
+
+def _values(name: str, step: int, hi: int, fixed: Mapping[str, int]) -> np.ndarray:
+    if name in fixed:
+        return np.array([fixed[name]], dtype=np.int64)
+    return np.arange(step, hi + 1, step, dtype=np.int64)
+
+
+def enumerate_tiles(
+    target: Target, workload: GemmWorkload, other: Mapping[str, int], fixed: Mapping[str, int]
+) -> ConfigBatch:
+    """Every (m_ct, k_ct, n_ct, k_mt) that can fit L1 and L2 with the other parameters ``other``.
+
+    ``fixed`` pins any of the four tile parameters to one value.
+    """
+    spec = target.input_spec(workload.dtype.input)
+    ty, ty_c = workload.dtype.in_bytes, workload.dtype.out_bytes
+    avail = target.memory.l1_bytes - target.memory.l1_stack_bytes
+    ba, bb, bc = other["buf_a_l1"], other["buf_b_l1"], other["buf_c_l1"]
+    hi = tile_domains(target, workload, other)
+
+    ms = _values("m_ct", spec.r, hi["m_ct"], fixed)
+    ns = _values("n_ct", spec.t, hi["n_ct"], fixed)
+    mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
+    if "k_ct" in fixed:
+        ks = np.full_like(mm, fixed["k_ct"])
+        fits = bc * mm * nn * ty_c + (ba * mm + bb * nn) * ks * ty <= avail
+        m3, n3, k3 = mm[fits], nn[fits], ks[fits]
+    else:
+        k_max = (avail - bc * mm * nn * ty_c) // ((ba * mm + bb * nn) * ty)
+        count = np.clip(k_max // spec.s, 0, None)
+        m3, n3 = np.repeat(mm, count), np.repeat(nn, count)
+        k3 = (np.arange(len(m3)) - np.repeat(np.cumsum(count) - count, count) + 1) * spec.s
+
+    base = {name: np.full(len(m3), value, dtype=np.int64) for name, value in other.items()}
+    if "k_mt" in fixed:
+        kmt = np.full_like(k3, fixed["k_mt"])
+        return {**base, "m_ct": m3, "k_ct": k3, "n_ct": n3, "k_mt": kmt}
+
+    # L2 use of the fullest MemTile group is f0 + j*d for k_mt = j*k_ct: solve for the largest j.
+    probe = {**base, "m_ct": m3, "k_ct": k3, "n_ct": n3}
+    sharing = target.memory.l2_neighbour_sharing
+    f1 = _fullest(probe, k3, target, workload, sharing)
+    f2 = _fullest(probe, 2 * k3, target, workload, sharing)
+    _, _, group = l2_usage({**probe, "k_mt": k3}, derive({**probe, "k_mt": k3}, target, workload),
+                           sharing)
+    slope = f2 - f1
+    cap = group * target.memory.l2_bytes
+    j_k = ceil_div(workload.K, k3)  # beyond K, a larger k_mt only adds padding
+    j_l2 = np.where(slope > 0, (cap - (f1 - slope)) // np.maximum(slope, 1), j_k)
+    reps = np.clip(np.minimum(j_k, j_l2), 0, None)
+    m4, n4, k4 = np.repeat(m3, reps), np.repeat(n3, reps), np.repeat(k3, reps)
+    j = np.arange(len(k4)) - np.repeat(np.cumsum(reps) - reps, reps) + 1
+    base = {name: np.full(len(m4), value, dtype=np.int64) for name, value in other.items()}
+    return {**base, "m_ct": m4, "k_ct": k4, "n_ct": n4, "k_mt": j * k4}
+
+
+def _fullest(probe: ConfigBatch, kmt: np.ndarray, target: Target, workload: GemmWorkload,
+             sharing: bool) -> np.ndarray:
+    batch = {**probe, "k_mt": kmt}
+    return l2_usage(batch, derive(batch, target, workload), sharing)[1]
