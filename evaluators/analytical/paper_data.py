@@ -87,6 +87,8 @@ SHORT_RUN_BF16 = EndToEndPoint(
 TABLE1_KERNEL_INT16 = EndToEndPoint(
     "int8-int16 Table 1 kernel 64x216x64 at ~4K", "xdna", "int8-int16", "4096x4320x4096",
     {"m_ct": 64, "k_ct": 216, "n_ct": 64, "k_mt": 432}, 4.03)
+# k_mt the paper fixed per dtype on XDNA (B column-major), from its k_mt sweeps.
+CHOSEN_K_MT = {"int8-int8": 448, "int8-int16": 448, "int8-int32": 352, "bf16-bf16": 224}
 SEQUENTIAL_BD_LOSS = 0.27          # int8-int16, Table 2 rank-1 kernel, non-overlapped BDs
 ROW_MAJOR_GAPS = {"int8-int8": 0.048, "int8-int16": 0.044, "bf16-bf16": 0.0057}
 C_DOUBLE_BUFFER = EndToEndPoint(
