@@ -135,10 +135,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.strategy == "paper":
         if args.free:
             raise UsageError("--free applies to --strategy exhaustive only")
-        outcome = paper_strategy(evaluator, ctx, fix=fix, start=_parse_start(args.start))
+        outcome = paper_strategy(evaluator, ctx, fix=fix, start=_parse_start(args.start),
+                                 k_mt_target=args.k_mt)
     else:
-        if args.start:
-            raise UsageError("--start applies to --strategy paper only")
+        if args.start or args.k_mt:
+            raise UsageError("--start and --k-mt apply to --strategy paper only")
         outcome = exhaustive(evaluator, ctx, fix=fix, free=args.free, top=args.top)
     if args.json:
         print(json.dumps(outcome.to_dict(), indent=2))
@@ -180,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--top", type=int, default=10, help="how many configurations to report")
     se.add_argument("--strategy", choices=("exhaustive", "paper"), default="exhaustive")
     se.add_argument("--start", metavar="MxKxN", help="paper strategy: kernel to start from")
+    se.add_argument("--k-mt", type=int, metavar="N",
+                    help="paper strategy: use the smallest multiple of k_ct >= N as k_mt "
+                    "(default: the fastest feasible k_mt)")
     se.set_defaults(func=cmd_search)
 
     tg = sub.add_parser("targets", help="list the shipped targets")

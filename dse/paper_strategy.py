@@ -1,11 +1,12 @@
 """The paper's iterative balance procedure, driven by a model instead of hardware runs.
 
 Start from the best single-core kernel (highest MACs/cycle that is not DMA bound, eq. 4) or a
-given one, then repeatedly lower k_ct in steps of s until a wider kernel fits, and take the kernel with the
-largest m_ct * n_ct at that depth (ties: the faster one). As in the paper, each kernel is
-"measured" at the multiple of its native size nearest the requested GEMM (so padding does not
-favour one kernel over another), with the fastest feasible k_mt. The procedure stops at the
-first step whose throughput drops and returns the previous one: the balance point.
+given one, then repeatedly lower k_ct in steps of s until a wider kernel fits, and take the
+kernel with the largest m_ct * n_ct at that depth (ties: the faster one). As in the paper, each
+kernel is "measured" at the multiple of its native size nearest the requested GEMM (so padding
+does not favour one kernel over another), with the fastest feasible k_mt or the paper's fixed
+k_mt policy. The paper stops at the first step whose throughput drops; here the walk stops after
+``patience`` steps without a new best, and the fastest step is the balance point.
 """
 
 from __future__ import annotations

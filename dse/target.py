@@ -211,7 +211,8 @@ def target_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> Target:
     if not isinstance(inputs_raw, Mapping):
         raise TargetFileError(f"{source}: key 'inputs': expected a table per input type")
     inputs = {
-        name: _build(InputSpec, table, source, f"inputs.{name}") for name, table in inputs_raw.items()
+        name: _build(InputSpec, table, source, f"inputs.{name}")
+        for name, table in inputs_raw.items()
     }
     for pair in dtypes:
         if pair.split("-")[0] not in inputs:

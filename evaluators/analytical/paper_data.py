@@ -53,7 +53,8 @@ class EndToEndPoint:
 
 def table1() -> list[KernelPoint]:
     return [KernelPoint(r["device"], r["dtype"], int(r["m_ct"]), int(r["k_ct"]), int(r["n_ct"]),
-                        float(r["macs_per_cycle"])) for r in _read_csv("paper_table1_single_core.csv")]
+                        float(r["macs_per_cycle"]))
+            for r in _read_csv("paper_table1_single_core.csv")]
 
 
 def table2() -> list[EndToEndPoint]:

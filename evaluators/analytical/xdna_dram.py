@@ -65,7 +65,9 @@ class DramTraffic:
         return self.t_a + self.t_b + self.t_c
 
 
-def dram_traffic(geo: Geometry, a_par: np.ndarray, b_par: np.ndarray, dram: DramSpec) -> DramTraffic:
+def dram_traffic(
+    geo: Geometry, a_par: np.ndarray, b_par: np.ndarray, dram: DramSpec
+) -> DramTraffic:
     """Traffic of the output-stationary schedule on the padded GEMM.
 
     A is re-read once per block of ``n_ct * b_par`` columns of C (eq. 6), B once per block of

@@ -124,8 +124,8 @@ class XdnaGemmSpace:
                   free: Iterable[str] = ()) -> tuple[ConfigBatch, int]:
         """Configs to search and the size of the full parameter box they were drawn from.
 
-        Tile sizes vary unless fixed; other parameters keep their default unless listed in
-        ``free`` (then every value of their domain) or fixed.
+        Tile sizes vary unless fixed (listing them in ``free`` changes nothing); other parameters
+        keep their default unless listed in ``free`` (then every value of their domain) or fixed.
         """
         fixed = self.parse(fix or {})
         free = list(free)
@@ -154,9 +154,7 @@ class XdnaGemmSpace:
     def _domain(self, name: str) -> list[Any]:
         param = self._params[name]
         if isinstance(param, IntParam):
-            if param.hi is None:
-                raise UsageError(f"parameter {name!r} has an unbounded domain and cannot be "
-                                 "freed; tile sizes vary by default")
+            assert param.hi is not None  # only tile sizes are unbounded, and they always vary
             return list(range(param.lo, param.hi + 1))
         return list(param.choices)
 

@@ -16,7 +16,7 @@ from dse.target import Target
 from dse.workload import GemmWorkload
 from evaluators.analytical.xdna_kernel import kernel_cycles
 from search_spaces.base import ConfigBatch
-from search_spaces.xdna_gemm.geometry import Geometry, ceil_div, derive, l2_usage
+from search_spaces.xdna_gemm.geometry import Geometry, derive, l2_usage
 
 
 @dataclass
@@ -126,7 +126,8 @@ def _l1_why(c: CheckContext, i: int) -> str:
             f"B {int(b['buf_b_l1'][i])}x{int(g.k[i])}x{int(g.n[i])}x{g.ty_b} B + "
             f"C {int(b['buf_c_l1'][i])}x{int(g.m[i])}x{int(g.n[i])}x{g.ty_c} B = "
             f"{int(g.l1_bytes[i]):,} B (buffers aligned to {mem.l1_alignment_bytes} B) > "
-            f"{c.l1_available:,} B available ({mem.l1_bytes:,} B L1 - {mem.l1_stack_bytes:,} B stack)")
+            f"{c.l1_available:,} B available "
+            f"({mem.l1_bytes:,} B L1 - {mem.l1_stack_bytes:,} B stack)")
 
 
 def _l2(c: CheckContext) -> np.ndarray:
@@ -176,7 +177,8 @@ def _dma_fields(c: CheckContext) -> list[tuple[str, np.ndarray, np.ndarray | int
 def _granularity(c: CheckContext) -> list[tuple[str, np.ndarray]]:
     g = c.geo
     return [("k_ct x input bytes", g.k * g.ty_a), ("n_ct x input bytes", g.n * g.ty_b),
-            ("n_ct x output bytes", g.n * g.ty_c), ("s x input bytes", np.full_like(g.k, g.spec.s * g.ty_a))]
+            ("n_ct x output bytes", g.n * g.ty_c),
+            ("s x input bytes", np.full_like(g.k, g.spec.s * g.ty_a))]
 
 
 def _dma_limits(c: CheckContext) -> np.ndarray:

@@ -18,7 +18,9 @@ from search_spaces.base import ConfigBatch
 from search_spaces.xdna_gemm.geometry import ceil_div, derive, l2_usage
 
 
-def tile_domains(target: Target, workload: GemmWorkload, other: Mapping[str, int]) -> dict[str, int]:
+def tile_domains(
+    target: Target, workload: GemmWorkload, other: Mapping[str, int]
+) -> dict[str, int]:
     """Upper bounds of m_ct, k_ct, n_ct (from L1 alone) and k_mt (from K) for the box size."""
     spec = target.input_spec(workload.dtype.input)
     ty, ty_c = workload.dtype.in_bytes, workload.dtype.out_bytes
