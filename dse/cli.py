@@ -24,6 +24,7 @@ from dse.target import available_targets, load_target
 SUMMARY_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "bound", "balance",
                    "macs_per_cycle", "l1_bytes", "l2_bytes", "dram_bytes")
 TILE_COLUMNS = ("m_ct", "k_ct", "n_ct", "k_mt")
+PAPER_PATIENCE = 3
 
 
 def _pairs(items: Sequence[str] | None, option: str) -> dict[str, str]:
@@ -117,6 +118,19 @@ def _print_outcome(outcome: SearchOutcome, strategy: str) -> None:
                        "t_mem_s", "bound", "l1_bytes", "l2_bytes")))
 
 
+def _progress_printer() -> Callable[[int, int], None]:
+    """Progress on stderr for searches over many parameter combinations."""
+
+    def report(done: int, total: int) -> None:
+        if total < 4:
+            return
+        end = "\n" if done == total else ""
+        print(f"\rsearching: {done}/{total} parameter combinations", end=end, file=sys.stderr,
+              flush=True)
+
+    return report
+
+
 def _parse_start(text: str | None) -> tuple[int, int, int] | None:
     if text is None:
         return None
@@ -135,12 +149,15 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.strategy == "paper":
         if args.free:
             raise UsageError("--free applies to --strategy exhaustive only")
+        if args.patience < 1:
+            raise UsageError(f"--patience must be at least 1, got {args.patience}")
         outcome = paper_strategy(evaluator, ctx, fix=fix, start=_parse_start(args.start),
-                                 k_mt_target=args.k_mt)
+                                 k_mt_target=args.k_mt, patience=args.patience)
     else:
-        if args.start or args.k_mt:
-            raise UsageError("--start and --k-mt apply to --strategy paper only")
-        outcome = exhaustive(evaluator, ctx, fix=fix, free=args.free, top=args.top)
+        if args.start or args.k_mt or args.patience != PAPER_PATIENCE:
+            raise UsageError("--start, --k-mt and --patience apply to --strategy paper only")
+        outcome = exhaustive(evaluator, ctx, fix=fix, free=args.free, top=args.top,
+                             progress=_progress_printer())
     if args.json:
         print(json.dumps(outcome.to_dict(), indent=2))
     else:
@@ -182,8 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--strategy", choices=("exhaustive", "paper"), default="exhaustive")
     se.add_argument("--start", metavar="MxKxN", help="paper strategy: kernel to start from")
     se.add_argument("--k-mt", type=int, metavar="N",
-                    help="paper strategy: use the smallest multiple of k_ct >= N as k_mt "
-                    "(default: the fastest feasible k_mt)")
+                    help="paper strategy: use the largest multiple of k_ct <= N as k_mt, as the "
+                    "paper did (default: each kernel's fastest feasible k_mt)")
+    se.add_argument("--patience", type=int, default=PAPER_PATIENCE, metavar="N",
+                    help="paper strategy: stop after N steps without a new best (the paper: 1)")
     se.set_defaults(func=cmd_search)
 
     tg = sub.add_parser("targets", help="list the shipped targets")

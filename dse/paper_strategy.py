@@ -5,7 +5,7 @@ given one, then repeatedly lower k_ct in steps of s until a wider kernel fits, a
 kernel with the largest m_ct * n_ct at that depth (ties: the faster one). As in the paper, each
 kernel is "measured" at the multiple of its native size nearest the requested GEMM (so padding
 does not favour one kernel over another), with the fastest feasible k_mt or the paper's fixed
-k_mt policy. The paper stops at the first step whose throughput drops; here the walk stops after
+k_mt. The paper stops at the first step whose throughput drops; here the walk stops after
 ``patience`` steps without a new best, and the fastest step is the balance point.
 """
 
@@ -14,29 +14,48 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dse.errors import UsageError
-from dse.search import Candidate, SearchOutcome, _vector_score
+from dse.search import Candidate, SearchOutcome, vector_score
 from evaluators.analytical import metrics_row
 from evaluators.base import EvalContext
 from search_spaces.base import ConfigBatch, batch_take
 
 STEP_METRICS = ("tops", "t_comp_s", "t_mem_s", "bound", "macs_per_cycle")
+Kernel = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One kernel of the walk: its best config, metrics and the shape it was measured at."""
+
+    kernel: Kernel
+    params: dict[str, Any]
+    metrics: dict[str, Any]
+    shape: str
+
+    @property
+    def tops(self) -> float:
+        return float(self.metrics["tops"])
+
+    def to_dict(self, index: int) -> dict[str, Any]:
+        return {"step": index, **{p: self.params[p] for p in ("m_ct", "k_ct", "n_ct", "k_mt")},
+                "shape": self.shape, **{name: self.metrics[name] for name in STEP_METRICS}}
 
 
 def _aligned_dim(size: int, native: int) -> int:
     return max(round(size / native), 1) * native
 
 
-def measure_kernel(evaluator: Any, ctx: EvalContext, configs: ConfigBatch) -> tuple[int, dict, str]:
-    """Best of ``configs`` (one kernel, several k_mt), each at its native-aligned shape.
-
-    Returns the index of the best config, its metrics and the shape it was scored at.
-    """
-    best: tuple[float, int, dict[str, Any], str] | None = None
+def measure_kernel(evaluator: Any, ctx: EvalContext, kernel: Kernel,
+                   configs: ConfigBatch) -> Step:
+    """The fastest of ``configs`` (one kernel, its k_mt choices), each scored at the multiple
+    of its native size nearest the workload. ``configs`` must hold a feasible config."""
+    best: Step | None = None
     w = ctx.workload
     for i in range(len(configs["m_ct"])):
         one = batch_take(configs, np.array([i]))
@@ -45,92 +64,73 @@ def measure_kernel(evaluator: Any, ctx: EvalContext, configs: ConfigBatch) -> tu
             M=_aligned_dim(w.M, int(one["m_ct"][0] * one["m_rows"][0])),
             K=_aligned_dim(w.K, int(one["k_mt"][0])),
             N=_aligned_dim(w.N, int(one["n_ct"][0] * one["n_cols"][0])))
-        sub = dataclasses.replace(ctx, workload=shape,
-                                  space=type(ctx.space)(ctx.target, shape))
+        sub = dataclasses.replace(ctx, workload=shape, space=type(ctx.space)(ctx.target, shape))
         if not sub.space.check(one).ok[0]:
             continue
-        row = metrics_row(_vector_score(evaluator, one, sub), 0)
-        if best is None or row["tops"] > best[0]:
-            best = (row["tops"], i, row, shape.shape)
-    if best is None:
-        raise UsageError("no k_mt makes this kernel feasible")  # callers pass feasible kernels
-    return best[1], best[2], best[3]
+        metrics = metrics_row(vector_score(evaluator, one, sub), 0)
+        if best is None or metrics["tops"] > best.tops:
+            best = Step(kernel, ctx.space.decode(one)[0], metrics, shape.shape)
+    assert best is not None, f"no feasible config of kernel {kernel}"
+    return best
 
 
 def paper_strategy(evaluator: Any, ctx: EvalContext, fix: Mapping[str, Any] | None = None,
-                   start: tuple[int, int, int] | None = None, patience: int = 2,
+                   start: Kernel | None = None, patience: int = 3,
                    k_mt_target: int | None = None) -> SearchOutcome:
     """Run the balance procedure from ``start``, an (m_ct, k_ct, n_ct) kernel.
 
-    The paper stops at the first drop (``patience=1``). A model's ranking of neighbouring kernels
-    is noisier than a measurement, so by default the walk goes on through one more slower step
-    and stops after ``patience`` steps without a new best; the best step is the balance point.
+    The paper stops at the first drop (``patience=1``). Throughput along the walk is not smooth
+    (k_mt snaps to multiples of k_ct, the widest kernel changes shape), so by default the walk
+    goes on and stops after ``patience`` steps without a new best; the fastest step is the
+    balance point.
+
+    With ``k_mt_target`` every kernel uses the largest multiple of its k_ct not above the target
+    (at least k_ct): the paper fixed k_mt per dtype, and its Table 2 rank-2 kernels use exactly
+    this multiple. Otherwise each kernel gets its fastest feasible k_mt.
     """
     began = time.perf_counter()
     space = ctx.space
     batch, n_total = space.enumerate(fix=fix)
     feasible = space.check(batch).ok
-    is_start = np.zeros_like(feasible)
+    usable = feasible & space.satisfies("dma_bound", batch)
     if start is not None:  # a given start kernel is taken as is, even if DMA bound
-        is_start = ((batch["m_ct"] == start[0]) & (batch["k_ct"] == start[1])
-                    & (batch["n_ct"] == start[2]))
-    usable = feasible & (space.satisfies("dma_bound", batch) | is_start)
+        usable |= feasible & ((batch["m_ct"] == start[0]) & (batch["k_ct"] == start[1])
+                              & (batch["n_ct"] == start[2]))
     if k_mt_target is not None:
-        usable &= batch["k_mt"] == -(-k_mt_target // batch["k_ct"]) * batch["k_ct"]
+        usable &= batch["k_mt"] == np.maximum(k_mt_target // batch["k_ct"], 1) * batch["k_ct"]
     cand = batch_take(batch, np.flatnonzero(usable))
-    if not len(cand["m_ct"]):
-        raise UsageError("no feasible configuration to start the balance procedure from")
     m, k, n = cand["m_ct"], cand["k_ct"], cand["n_ct"]
+    if not len(m):
+        raise UsageError("no feasible configuration to start the balance procedure from")
 
-    def kernel_configs(kernel: tuple[int, int, int]) -> ConfigBatch:
-        return batch_take(cand, np.flatnonzero((m == kernel[0]) & (k == kernel[1])
-                                               & (n == kernel[2])))
+    def measure(kernel: Kernel) -> Step:
+        mask = (m == kernel[0]) & (k == kernel[1]) & (n == kernel[2])
+        return measure_kernel(evaluator, ctx, kernel, batch_take(cand, np.flatnonzero(mask)))
 
     if start is None:
-        mpc = _vector_score(evaluator, cand, ctx)["macs_per_cycle"]
+        mpc = vector_score(evaluator, cand, ctx)["macs_per_cycle"]
         first = int(np.lexsort((-k, -mpc))[0])
         start = (int(m[first]), int(k[first]), int(n[first]))
-    elif not len(kernel_configs(start)["m_ct"]):
+    elif not ((m == start[0]) & (k == start[1]) & (n == start[2])).any():
         raise UsageError(f"start kernel {start[0]}x{start[1]}x{start[2]} is not feasible in "
                          "this space")
-    step_k = space.target.input_spec(ctx.workload.dtype.input).s
-
-    path: list[tuple[tuple[int, int, int], dict[str, Any], dict[str, Any], str]] = []
-
-    def visit(kernel: tuple[int, int, int]) -> float:
-        configs = kernel_configs(kernel)
-        i, row, shape = measure_kernel(evaluator, ctx, configs)
-        path.append((kernel, space.decode(batch_take(configs, np.array([i])))[0], row, shape))
-        return float(row["tops"])
-
-    visit(start)
+    path = [measure(start)]
     depth = start[1]
-    while True:
+    step_k = space.target.input_spec(ctx.workload.dtype.input).s
+    while depth - step_k > 0:
         depth -= step_k
-        if depth <= 0:
-            break
-        at_depth = k == depth
-        area = np.where(at_depth, m * n, -1)
-        current = path[-1][0][0] * path[-1][0][2]
-        if area.max() <= current:
+        area = np.where(k == depth, m * n, -1)
+        if area.max() <= path[-1].kernel[0] * path[-1].kernel[2]:
             continue  # a shallower kernel no wider than the current one can only be slower
-
-        widest = sorted({(int(m[i]), depth, int(n[i])) for i in np.flatnonzero(area == area.max())})
-        scores = []
-        for kernel in widest:
-            visit(kernel)
-            scores.append(path.pop())
-        path.append(max(scores, key=lambda s: s[2]["tops"]))
-        best_step = max(range(len(path)), key=lambda i: path[i][2]["tops"])
-        if len(path) - 1 - best_step >= patience:
+        widest = {(int(m[i]), depth, int(n[i])) for i in np.flatnonzero(area == area.max())}
+        path.append(max((measure(kernel) for kernel in sorted(widest)), key=lambda s: s.tops))
+        best = max(range(len(path)), key=lambda i: path[i].tops)
+        if len(path) - 1 - best >= patience:
             break
-    balanced = max(path, key=lambda s: s[2]["tops"])
-    steps = [{"step": i, **{p: params[p] for p in ("m_ct", "k_ct", "n_ct", "k_mt")},
-              "shape": shape, **{name: row[name] for name in STEP_METRICS}}
-             for i, (_, params, row, shape) in enumerate(path)]
+    balanced = max(path, key=lambda s: s.tops)
     return SearchOutcome(
         n_total=n_total, n_evaluated=len(feasible), n_feasible=int(feasible.sum()),
         elapsed_s=time.perf_counter() - began,
-        top=[Candidate(balanced[1], {**balanced[2], "measured_at_shape": balanced[3]})],
-        steps=steps,
+        top=[Candidate(balanced.params, {**balanced.metrics, "measured_at_shape": balanced.shape})],
+        steps=[step.to_dict(i) for i, step in enumerate(path)],
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +47,7 @@ class SearchOutcome:
         return out
 
 
-def _vector_score(evaluator: Any, batch: ConfigBatch, ctx: EvalContext) -> dict[str, np.ndarray]:
+def vector_score(evaluator: Any, batch: ConfigBatch, ctx: EvalContext) -> dict[str, np.ndarray]:
     if not hasattr(evaluator, "score"):
         raise UsageError(f"evaluator {evaluator.name!r} cannot score a whole space at once; "
                          "exhaustive search needs a vectorised evaluator such as 'analytical'")
@@ -60,23 +60,42 @@ def rank(metrics: dict[str, np.ndarray], objective: str = "tops") -> np.ndarray:
 
 
 def exhaustive(evaluator: Any, ctx: EvalContext, fix: Mapping[str, Any] | None = None,
-               free: Iterable[str] = (), top: int = 10) -> SearchOutcome:
-    """Evaluate every feasible config of the space and return the ``top`` fastest."""
+               free: Iterable[str] = (), top: int = 10,
+               progress: Callable[[int, int], None] | None = None) -> SearchOutcome:
+    """Evaluate every feasible config of the space and return the ``top`` fastest.
+
+    The space is walked one batch at a time (one per combination of the free non-tile
+    parameters), keeping only each batch's best, so memory stays bounded. ``progress`` is called
+    with (batches done, batches in all) after each batch.
+    """
     start = time.perf_counter()
-    batch, n_total = ctx.space.enumerate(fix=fix, free=free)
-    feasibility = ctx.space.check(batch)
-    ok = np.flatnonzero(feasibility.ok)
-    feasible = batch_take(batch, ok)
-    metrics = _vector_score(evaluator, feasible, ctx) if len(ok) else {}
-    best = rank(metrics)[:top] if len(ok) else np.array([], dtype=np.int64)
-    params = ctx.space.decode(batch_take(feasible, best))
-    elapsed = time.perf_counter() - start
-    counts = np.bincount(feasibility.first_failed[~feasibility.ok],
-                         minlength=len(ctx.space.constraints))
-    rejected = {rule.name: int(c) for rule, c in zip(ctx.space.constraints, counts, strict=True)
-                if c}
+    free = list(free)
+    n_chunks = ctx.space.n_chunks(free)
+    n_total = n_evaluated = n_feasible = 0
+    rejected = np.zeros(len(ctx.space.constraints), dtype=np.int64)
+    best: list[tuple[float, int, Candidate]] = []
+    for done, (batch, box) in enumerate(ctx.space.chunks(fix=fix, free=free), start=1):
+        n_total += box
+        n_evaluated += len(batch["m_ct"])
+        feasibility = ctx.space.check(batch)
+        rejected += np.bincount(feasibility.first_failed[~feasibility.ok],
+                                minlength=len(rejected))
+        ok = np.flatnonzero(feasibility.ok)
+        n_feasible += len(ok)
+        if len(ok):
+            feasible = batch_take(batch, ok)
+            metrics = vector_score(evaluator, feasible, ctx)
+            chosen = rank(metrics)[:top]
+            params = ctx.space.decode(batch_take(feasible, chosen))
+            for p, i in zip(params, chosen, strict=True):
+                row = metrics_row(metrics, int(i))
+                best.append((-row["tops"], row["l1_bytes"], Candidate(p, row)))
+            best = sorted(best, key=lambda b: b[:2])[:top]
+        if progress is not None:
+            progress(done, n_chunks)
     return SearchOutcome(
-        n_total=n_total, n_evaluated=len(feasibility.ok), n_feasible=len(ok), elapsed_s=elapsed,
-        top=[Candidate(p, metrics_row(metrics, int(i))) for p, i in zip(params, best, strict=True)],
-        rejected_by=rejected,
+        n_total=n_total, n_evaluated=n_evaluated, n_feasible=n_feasible,
+        elapsed_s=time.perf_counter() - start, top=[b[2] for b in best],
+        rejected_by={rule.name: int(c) for rule, c in zip(ctx.space.constraints, rejected,
+                                                           strict=True) if c},
     )

@@ -94,11 +94,7 @@ def _next_to(end: dict, paper: dict, path: list[dict]) -> bool:
     return target in walked and abs(walked.index(target) - walked.index(here)) == 1
 
 
-@pytest.mark.parametrize("point", [
-    pytest.param(p, marks=pytest.mark.xfail(
-        strict=True, reason="the int32-output kernel model (residuals up to 3.5 %) rates "
-        "80x120x80 above 80x88x96; the walk ends two steps early"))
-    if p.dtype == "int8-int32" else p for p in RANK1], ids=[p.dtype for p in RANK1])
+@pytest.mark.parametrize("point", RANK1, ids=[p.dtype for p in RANK1])
 def test_paper_strategy_from_table1_kernel(point, analytical):
     ctx = build_context("xdna", point.dtype, point.shape)
     t1 = TABLE1_XDNA[point.dtype]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from search_spaces.base import (
     batch_to_dicts,
 )
 from search_spaces.xdna_gemm.constraints import (
+    ARRAY_RULES,
     CONSTRAINTS,
     OPTIONAL_CONSTRAINTS,
     CheckContext,
@@ -122,7 +123,17 @@ class XdnaGemmSpace:
 
     def enumerate(self, fix: Mapping[str, Any] | None = None,
                   free: Iterable[str] = ()) -> tuple[ConfigBatch, int]:
-        """Configs to search and the size of the full parameter box they were drawn from.
+        """All configs of :meth:`chunks` in one batch, and the size of the parameter box."""
+        parts, n_total = [], 0
+        for part, box in self.chunks(fix, free):
+            parts.append(part)
+            n_total += box
+        return {name: np.concatenate([p[name] for p in parts]) for name in self._params}, n_total
+
+    def chunks(self, fix: Mapping[str, Any] | None = None,
+               free: Iterable[str] = ()) -> Iterator[tuple[ConfigBatch, int]]:
+        """Configs to search, one batch per combination of the non-tile parameters, each with
+        the size of the parameter box it was drawn from.
 
         Tile sizes vary unless fixed (listing them in ``free`` changes nothing); other parameters
         keep their default unless listed in ``free`` (then every value of their domain) or fixed.
@@ -137,19 +148,32 @@ class XdnaGemmSpace:
         defaults = self.defaults()
         others = [p for p in self._params if p not in TILE_PARAMS]
         choices = [self._domain(p) if p in free else [fixed.get(p, defaults[p])] for p in others]
-        parts: list[ConfigBatch] = []
-        n_total = 0
+        fixed_tiles = {p: fixed[p] for p in TILE_PARAMS if p in fixed}
         for combo in itertools.product(*choices):
             other = {p: self._params[p].encode(v) for p, v in zip(others, combo, strict=True)}
-            parts.append(enumerate_tiles(self.target, self.workload, other,
-                                         {p: fixed[p] for p in TILE_PARAMS if p in fixed}))
             hi = tile_domains(self.target, self.workload, other)
             box = 1
             for p in TILE_PARAMS:
                 box *= 1 if p in fixed else max(hi[p] // self._step(p), 1)
-            n_total += box
-        batch = {name: np.concatenate([part[name] for part in parts]) for name in self._params}
-        return batch, n_total
+            if self._array_fits(other):
+                yield enumerate_tiles(self.target, self.workload, other, fixed_tiles), box
+            else:  # no tile size can make this array use feasible
+                yield {p: np.zeros(0, dtype=np.int64) for p in self._params}, box
+
+    def n_chunks(self, free: Iterable[str] = ()) -> int:
+        """How many batches :meth:`chunks` yields for these free parameters."""
+        count = 1
+        for name in set(free) - set(TILE_PARAMS):
+            count *= len(self._domain(name)) if name in self._params else 1
+        return count
+
+    def _array_fits(self, other: Mapping[str, int]) -> bool:
+        """Whether the array-use rules (independent of tile sizes) hold for these parameters."""
+        spec = self.target.input_spec(self.workload.dtype.input)
+        probe = {name: np.array([value]) for name, value in other.items()}
+        probe.update({"m_ct": np.array([spec.r]), "k_ct": np.array([spec.s]),
+                      "n_ct": np.array([spec.t]), "k_mt": np.array([spec.s])})
+        return all(self.satisfies(rule, probe)[0] for rule in ARRAY_RULES)
 
     def _domain(self, name: str) -> list[Any]:
         param = self._params[name]

@@ -235,6 +235,9 @@ CONSTRAINTS: tuple[Constraint, ...] = (
                _dma_limits, _dma_limits_why),
 )
 
+# Rules that depend only on how the array is used, not on tile sizes.
+ARRAY_RULES = ("array_shape", "memtile_channels")
+
 OPTIONAL_CONSTRAINTS: dict[str, Constraint] = {
     "dma_bound": Constraint("dma_bound", "a kernel call is not slower to feed than to compute "
                             "(eq. 4)", _dma_bound, _dma_bound_why),
