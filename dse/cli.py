@@ -1,4 +1,5 @@
-"""Command line: ``dse evaluate``, ``dse search``, ``dse targets``.
+"""Command line: ``dse evaluate``, ``dse search``, ``dse targets`` and the study commands
+(``dse run``, ``dse studies``, ``dse best``, ``dse trials``).
 
 Exit status: 0 success, 1 a configuration is infeasible (or failed), 2 bad usage or input.
 """
@@ -19,6 +20,7 @@ from dse.problem import build_context, build_evaluator
 from dse.registry import evaluator_names
 from dse.results import EvalResult, Status
 from dse.search import SearchOutcome, exhaustive
+from dse.study_cli import add_study_commands
 from dse.target import available_targets, load_target
 
 SUMMARY_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "bound", "balance",
@@ -205,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="paper strategy: stop after N steps without a new best (the paper: 1)")
     se.set_defaults(func=cmd_search)
 
+    add_study_commands(sub)
+
     tg = sub.add_parser("targets", help="list the shipped targets")
     tg.add_argument("--json", action="store_true")
     tg.set_defaults(func=cmd_targets)
@@ -215,8 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
-    if getattr(args, "evaluator", None) and args.evaluator not in evaluator_names():
-        print(f"dse: error: unknown evaluator {args.evaluator!r}; valid: "
+    name = getattr(args, "evaluator", None)
+    if isinstance(name, str) and name not in evaluator_names():
+        print(f"dse: error: unknown evaluator {name!r}; valid: "
               f"{', '.join(evaluator_names())}", file=sys.stderr)
         return 2
     try:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from dse.errors import UsageError
 from dse.registry import evaluator_class, search_space_class
 from dse.target import load_target
 from dse.workload import GemmWorkload
@@ -19,6 +22,15 @@ def build_context(target: str, dtype: str, shape: str, b_layout: str = "col",
     return EvalContext(target=tgt, workload=workload, space=space)
 
 
-def build_evaluator(name: str) -> object:
-    """Instantiate the evaluator registered as ``name``."""
-    return evaluator_class(name)()
+def build_evaluator(name: str, options: Mapping[str, Any] | None = None) -> Any:
+    """Instantiate the evaluator registered as ``name`` with keyword ``options``."""
+    cls = evaluator_class(name)
+    accepted = [p for p in inspect.signature(cls).parameters if p != "self"]
+    unknown = sorted(set(options or {}) - set(accepted))
+    if unknown:
+        raise UsageError(f"evaluator {name!r} has no option {unknown[0]!r}; options: "
+                         f"{', '.join(accepted) or 'none'}")
+    try:
+        return cls(**(options or {}))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"evaluator {name!r}: {exc}") from None

@@ -13,7 +13,10 @@ from typing import Any
 from dse.errors import UsageError
 
 SEARCH_SPACES: dict[str, str] = {"xdna_gemm": "search_spaces.xdna_gemm:XdnaGemmSpace"}
-EVALUATORS: dict[str, str] = {"analytical": "evaluators.analytical:AnalyticalEvaluator"}
+EVALUATORS: dict[str, str] = {
+    "analytical": "evaluators.analytical:AnalyticalEvaluator",
+    "synthetic": "evaluators.synthetic:SyntheticEvaluator",
+}
 
 
 def _registry(builtin: dict[str, str], group: str) -> dict[str, str]:

@@ -29,6 +29,7 @@ from search_spaces.xdna_gemm.constraints import (
 )
 from search_spaces.xdna_gemm.enumeration import enumerate_tiles, tile_domains
 from search_spaces.xdna_gemm.params import TILE_PARAMS, build_params, default_params
+from search_spaces.xdna_gemm.sampling import OptunaEncoding
 
 __all__ = ["Feasibility", "XdnaGemmSpace", "TILE_PARAMS"]
 
@@ -166,6 +167,12 @@ class XdnaGemmSpace:
         for name in set(free) - set(TILE_PARAMS):
             count *= len(self._domain(name)) if name in self._params else 1
         return count
+
+    def optuna_encoding(self, fix: Mapping[str, Any], free: Sequence[str],
+                        ranges: Mapping[str, tuple[int, int]]) -> OptunaEncoding:
+        """Fixed Optuna distributions for this space with the given overrides."""
+        return OptunaEncoding(self.target, self.workload, self._params, self.defaults(),
+                              self.parse(fix), free, ranges)
 
     def _array_fits(self, other: Mapping[str, int]) -> bool:
         """Whether the array-use rules (independent of tile sizes) hold for these parameters."""

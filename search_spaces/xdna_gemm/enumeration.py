@@ -37,6 +37,33 @@ def tile_domains(
     }
 
 
+def l1_max_k(m: np.ndarray, n: np.ndarray, target: Target, workload: GemmWorkload,
+             other: Mapping[str, int]) -> np.ndarray:
+    """Largest k_ct (not rounded to s) whose tiles fit L1 with m_ct, n_ct (unaligned bytes)."""
+    ty, ty_c = workload.dtype.in_bytes, workload.dtype.out_bytes
+    avail = target.memory.l1_bytes - target.memory.l1_stack_bytes
+    ba, bb, bc = other["buf_a_l1"], other["buf_b_l1"], other["buf_c_l1"]
+    return (avail - bc * m * n * ty_c) // ((ba * m + bb * n) * ty)
+
+
+def max_k_mt_multiple(tiles: ConfigBatch, target: Target, workload: GemmWorkload) -> np.ndarray:
+    """Largest j such that k_mt = j * k_ct fits L2 and does not exceed K rounded up.
+
+    L2 use of the fullest MemTile group is linear in k_mt (f0 + j*d), so j is solved exactly.
+    """
+    k = tiles["k_ct"]
+    sharing = target.memory.l2_neighbour_sharing
+    f1 = _fullest(tiles, k, target, workload, sharing)
+    f2 = _fullest(tiles, 2 * k, target, workload, sharing)
+    one = {**tiles, "k_mt": k}
+    _, _, group = l2_usage(one, derive(one, target, workload), sharing)
+    slope = f2 - f1
+    cap = group * target.memory.l2_bytes
+    j_k = ceil_div(workload.K, k)  # beyond K, a larger k_mt only adds padding
+    j_l2 = np.where(slope > 0, (cap - (f1 - slope)) // np.maximum(slope, 1), j_k)
+    return np.clip(np.minimum(j_k, j_l2), 0, None)
+
+
 def _values(name: str, step: int, hi: int, fixed: Mapping[str, int]) -> np.ndarray:
     if name in fixed:
         return np.array([fixed[name]], dtype=np.int64)
@@ -51,20 +78,17 @@ def enumerate_tiles(
     ``fixed`` pins any of the four tile parameters to one value.
     """
     spec = target.input_spec(workload.dtype.input)
-    ty, ty_c = workload.dtype.in_bytes, workload.dtype.out_bytes
-    avail = target.memory.l1_bytes - target.memory.l1_stack_bytes
-    ba, bb, bc = other["buf_a_l1"], other["buf_b_l1"], other["buf_c_l1"]
     hi = tile_domains(target, workload, other)
 
     ms = _values("m_ct", spec.r, hi["m_ct"], fixed)
     ns = _values("n_ct", spec.t, hi["n_ct"], fixed)
     mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
+    k_max = l1_max_k(mm, nn, target, workload, other)
     if "k_ct" in fixed:
-        ks = np.full_like(mm, fixed["k_ct"])
-        fits = bc * mm * nn * ty_c + (ba * mm + bb * nn) * ks * ty <= avail
-        m3, n3, k3 = mm[fits], nn[fits], ks[fits]
+        fits = k_max >= fixed["k_ct"]
+        m3, n3 = mm[fits], nn[fits]
+        k3 = np.full_like(m3, fixed["k_ct"])
     else:
-        k_max = (avail - bc * mm * nn * ty_c) // ((ba * mm + bb * nn) * ty)
         count = np.clip(k_max // spec.s, 0, None)
         m3, n3 = np.repeat(mm, count), np.repeat(nn, count)
         k3 = (np.arange(len(m3)) - np.repeat(np.cumsum(count) - count, count) + 1) * spec.s
@@ -74,18 +98,7 @@ def enumerate_tiles(
         kmt = np.full_like(k3, fixed["k_mt"])
         return {**base, "m_ct": m3, "k_ct": k3, "n_ct": n3, "k_mt": kmt}
 
-    # L2 use of the fullest MemTile group is f0 + j*d for k_mt = j*k_ct: solve for the largest j.
-    probe = {**base, "m_ct": m3, "k_ct": k3, "n_ct": n3}
-    sharing = target.memory.l2_neighbour_sharing
-    f1 = _fullest(probe, k3, target, workload, sharing)
-    f2 = _fullest(probe, 2 * k3, target, workload, sharing)
-    _, _, group = l2_usage({**probe, "k_mt": k3}, derive({**probe, "k_mt": k3}, target, workload),
-                           sharing)
-    slope = f2 - f1
-    cap = group * target.memory.l2_bytes
-    j_k = ceil_div(workload.K, k3)  # beyond K, a larger k_mt only adds padding
-    j_l2 = np.where(slope > 0, (cap - (f1 - slope)) // np.maximum(slope, 1), j_k)
-    reps = np.clip(np.minimum(j_k, j_l2), 0, None)
+    reps = max_k_mt_multiple({**base, "m_ct": m3, "k_ct": k3, "n_ct": n3}, target, workload)
     m4, n4, k4 = np.repeat(m3, reps), np.repeat(n3, reps), np.repeat(k3, reps)
     j = np.arange(len(k4)) - np.repeat(np.cumsum(reps) - reps, reps) + 1
     base = {name: np.full(len(m4), value, dtype=np.int64) for name, value in other.items()}

@@ -1,0 +1,61 @@
+"""Optuna's state in the results database: a journal backend over ``dse_optuna_journal``.
+
+Optuna's ``JournalStorage`` keeps a study as the replay of an append-only log. This backend keeps
+one log per dse study in a table of the same database as the results, and holds appended lines
+in memory until :meth:`flush`, which the runner calls inside the transaction that stores the
+batch's evaluations and trials. Optuna's state and the results therefore commit together: a
+killed run resumes from exactly the last committed batch, and each trial costs one bulk insert
+instead of Optuna's RDB storage's many small transactions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from optuna.storages.journal import BaseJournalBackend
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from dse.storage import models as m
+from dse.storage.store import ResultStore
+
+
+class SqlJournalBackend(BaseJournalBackend):
+    """Journal of one dse study; a single runner writes it (the study's lease guarantees that)."""
+
+    def __init__(self, store: ResultStore, study_id: int) -> None:
+        self._store = store
+        self._study_id = study_id
+        with store.session() as s:
+            self._committed: list[dict[str, Any]] = list(s.scalars(
+                select(m.JournalRow.log).where(m.JournalRow.study_id == study_id)
+                .order_by(m.JournalRow.seq)))
+        self._pending: list[dict[str, Any]] = []
+
+    def read_logs(self, log_number_from: int) -> Iterable[dict[str, Any]]:
+        logs = self._committed + self._pending
+        return logs[log_number_from:]
+
+    def append_logs(self, logs: list[dict[str, Any]]) -> None:
+        self._pending.extend(logs)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def flush(self, s: Session) -> None:
+        """Write the pending lines in the caller's transaction."""
+        if not self._pending:
+            return
+        start = len(self._committed)
+        rows = [{"study_id": self._study_id, "seq": start + i, "log": log}
+                for i, log in enumerate(self._pending)]
+        for first in range(0, len(rows), 1000):
+            s.execute(m.JournalRow.__table__.insert(), rows[first:first + 1000])
+        self._committed.extend(self._pending)
+        self._pending = []
+
+    def discard_pending(self) -> None:
+        """Forget lines whose transaction failed (the in-memory study must then be rebuilt)."""
+        self._pending = []

@@ -1,0 +1,117 @@
+"""Tables of the results database (all prefixed ``dse_`` so Optuna or others can share the DB).
+
+One row per target (content-hashed), workload, config and evaluation; an evaluation's identity is
+(target, workload, config, evaluator name, evaluator version), so re-running never re-evaluates
+and never duplicates. Studies own trials, which point at evaluations; Optuna's own state lives in
+``dse_optuna_journal`` (see :mod:`dse.storage.journal`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+SCHEMA_VERSION = 1
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Meta(Base):
+    __tablename__ = "dse_meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class TargetRow(Base):
+    __tablename__ = "dse_targets"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    body: Mapped[dict] = mapped_column(JSON)
+
+
+class WorkloadRow(Base):
+    __tablename__ = "dse_workloads"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    body: Mapped[dict] = mapped_column(JSON)
+
+
+class ConfigRow(Base):
+    __tablename__ = "dse_configs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    space: Mapped[str] = mapped_column(String(100))
+    params: Mapped[dict] = mapped_column(JSON)
+
+
+class EvaluationRow(Base):
+    __tablename__ = "dse_evaluations"
+    __table_args__ = (UniqueConstraint("target_id", "workload_id", "config_id", "evaluator",
+                                       "version", name="uq_dse_evaluation_identity"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    target_id: Mapped[int] = mapped_column(ForeignKey("dse_targets.id"), index=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("dse_workloads.id"), index=True)
+    config_id: Mapped[int] = mapped_column(ForeignKey("dse_configs.id"))
+    evaluator: Mapped[str] = mapped_column(String(100))
+    version: Mapped[str] = mapped_column(String(50))
+    fidelity: Mapped[str] = mapped_column(String(50))
+    status: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    metrics: Mapped[dict] = mapped_column(JSON)
+    tops: Mapped[float | None] = mapped_column(Float, nullable=True)
+    elapsed_s: Mapped[float] = mapped_column(Float)
+    host: Mapped[str] = mapped_column(String(200))
+    versions: Mapped[dict] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class StudyRow(Base):
+    __tablename__ = "dse_studies"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    spec: Mapped[dict] = mapped_column(JSON)
+    target_id: Mapped[int] = mapped_column(ForeignKey("dse_targets.id"))
+    status: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)
+    # Which process drives the study, until when (a killed runner's lease simply expires).
+    owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+class TrialRow(Base):
+    __tablename__ = "dse_trials"
+    __table_args__ = (UniqueConstraint("study_id", "number", name="uq_dse_trial_number"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("dse_studies.id"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("dse_workloads.id"))
+    config_id: Mapped[int] = mapped_column(ForeignKey("dse_configs.id"))
+    evaluation_id: Mapped[int | None] = mapped_column(ForeignKey("dse_evaluations.id"),
+                                                      nullable=True)
+    status: Mapped[str] = mapped_column(String(20))
+    cached: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class JournalRow(Base):
+    __tablename__ = "dse_optuna_journal"
+    __table_args__ = (UniqueConstraint("study_id", "seq", name="uq_dse_journal_seq"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("dse_studies.id"), index=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    log: Mapped[dict] = mapped_column(JSON)

@@ -1,0 +1,235 @@
+"""The results store: one SQLAlchemy engine, one session context manager for all transactions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Table, func, inspect, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.orm import Session
+
+from dse.errors import DseError, UsageError
+from dse.storage import models as m
+from dse.storage.engine import make_engine, normalise_url
+
+
+class StorageError(DseError):
+    """The database cannot be used (unreachable, locked, written by a newer dse)."""
+
+
+def canonical_key(obj: Any) -> str:
+    """Hash of the canonical JSON of ``obj``: equal content, equal key, whatever the key order."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def config_key(space: str, params: Mapping[str, Any]) -> str:
+    """Identity of a config of a search space (parameter order does not matter)."""
+    return canonical_key({"space": space, **params})
+
+
+def now() -> datetime:
+    return datetime.now().replace(microsecond=0)
+
+
+class ResultStore:
+    """Targets, workloads, configs, evaluations, studies and trials in one SQL database.
+
+    Args:
+        storage: a SQLAlchemy URL (``postgresql://user@host/db``) or a SQLite file path;
+            default ``./dse.db``.
+
+    Raises:
+        StorageError: the database cannot be reached or was written by a newer schema.
+    """
+
+    def __init__(self, storage: str | None = None) -> None:
+        self.url = normalise_url(storage)
+        self.engine = make_engine(self.url)
+        try:
+            self._migrate()
+        except (OperationalError, DBAPIError) as exc:
+            raise StorageError(f"cannot use storage {self.safe_url}: {exc.orig}") from None
+
+    @property
+    def safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """One transaction: committed on success, rolled back on any exception."""
+        try:
+            with Session(self.engine, expire_on_commit=False) as session, session.begin():
+                yield session
+        except OperationalError as exc:
+            if "locked" in str(exc.orig):
+                raise StorageError(
+                    f"{self.safe_url} stayed locked by another writer for 60 s; SQLite allows "
+                    "one writer at a time: run one study per process, or use PostgreSQL for "
+                    "many concurrent writers") from None
+            raise
+
+    # -- schema -------------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        tables = set(inspect(self.engine).get_table_names())
+        if "dse_meta" not in tables:
+            m.Base.metadata.create_all(self.engine, checkfirst=True)
+            with self.session() as s:
+                self._insert_ignore(s, m.Meta.__table__, [
+                    {"key": "schema_version", "value": str(m.SCHEMA_VERSION)}], "key")
+        with self.session() as s:
+            version = int(s.scalar(select(m.Meta.value).where(m.Meta.key == "schema_version")))
+        if version > m.SCHEMA_VERSION:
+            raise StorageError(f"{self.safe_url} has schema version {version}; this dse knows "
+                               f"up to {m.SCHEMA_VERSION}: upgrade dse to use it")
+        for target_version in range(version + 1, m.SCHEMA_VERSION + 1):
+            MIGRATIONS[target_version](self)
+            with self.session() as s:
+                s.execute(update(m.Meta).where(m.Meta.key == "schema_version")
+                          .values(value=str(target_version)))
+
+    def schema_version(self) -> int:
+        with self.session() as s:
+            return int(s.scalar(select(m.Meta.value).where(m.Meta.key == "schema_version")))
+
+    # -- rows identified by content -----------------------------------------------------------
+    def _insert_ignore(self, s: Session, table: Table, rows: list[dict[str, Any]],
+                       key: str) -> None:
+        if not rows:
+            return
+        insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        for start in range(0, len(rows), 500):
+            s.execute(insert(table).on_conflict_do_nothing(index_elements=[key]),
+                      rows[start:start + 500])
+
+    def _ids_by_key(self, s: Session, model: Any, rows: list[dict[str, Any]]) -> list[int]:
+        self._insert_ignore(s, model.__table__, rows, "key" if "key" in rows[0] else "digest")
+        column = model.key if "key" in rows[0] else model.digest
+        wanted = [r["key"] if "key" in rows[0] else r["digest"] for r in rows]
+        found: dict[str, int] = {}
+        unique = list(dict.fromkeys(wanted))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start:start + 500]
+            found.update(dict(s.execute(select(column, model.id).where(column.in_(chunk))).all()))
+        return [found[k] for k in wanted]
+
+    def target_id(self, s: Session, digest: str, name: str, body: Mapping[str, Any]) -> int:
+        return self._ids_by_key(s, m.TargetRow, [{"digest": digest, "name": name,
+                                                   "body": dict(body)}])[0]
+
+    def workload_id(self, s: Session, body: Mapping[str, Any]) -> int:
+        return self._ids_by_key(s, m.WorkloadRow, [{"key": canonical_key(body),
+                                                     "body": dict(body)}])[0]
+
+    def config_ids(self, s: Session, space: str, params: Sequence[Mapping[str, Any]]) -> list[int]:
+        if not params:
+            return []
+        rows = [{"key": config_key(space, p), "space": space, "params": dict(p)} for p in params]
+        return self._ids_by_key(s, m.ConfigRow, rows)
+
+    # -- evaluations --------------------------------------------------------------------------
+    def find_evaluations(self, s: Session, target_id: int, workload_id: int,
+                         config_ids: Sequence[int], evaluator: str, version: str,
+                         ) -> dict[int, m.EvaluationRow]:
+        """Stored evaluations of these configs by this evaluator version, by config id."""
+        found: dict[int, m.EvaluationRow] = {}
+        unique = list(dict.fromkeys(config_ids))
+        for start in range(0, len(unique), 500):
+            rows = s.scalars(select(m.EvaluationRow).where(
+                m.EvaluationRow.target_id == target_id,
+                m.EvaluationRow.workload_id == workload_id,
+                m.EvaluationRow.evaluator == evaluator, m.EvaluationRow.version == version,
+                m.EvaluationRow.config_id.in_(unique[start:start + 500])))
+            found.update({row.config_id: row for row in rows})
+        return found
+
+    def find_evaluations_by_key(self, s: Session, target_id: int, workload_id: int,
+                                keys: Sequence[str], evaluator: str, version: str,
+                                ) -> dict[str, m.EvaluationRow]:
+        """Like :meth:`find_evaluations`, by config key (no config rows are written)."""
+        found: dict[str, m.EvaluationRow] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 500):
+            rows = s.execute(select(m.ConfigRow.key, m.EvaluationRow).join(
+                m.EvaluationRow, m.EvaluationRow.config_id == m.ConfigRow.id).where(
+                m.EvaluationRow.target_id == target_id,
+                m.EvaluationRow.workload_id == workload_id,
+                m.EvaluationRow.evaluator == evaluator, m.EvaluationRow.version == version,
+                m.ConfigRow.key.in_(unique[start:start + 500])))
+            found.update({key: row for key, row in rows})
+        return found
+
+    def put_evaluations(self, s: Session, rows: list[dict[str, Any]]) -> None:
+        """Insert evaluations; one already stored under the same identity is kept as is."""
+        if not rows:
+            return
+        insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        for start in range(0, len(rows), 500):
+            s.execute(insert(m.EvaluationRow.__table__).on_conflict_do_nothing(
+                index_elements=["target_id", "workload_id", "config_id", "evaluator", "version"]),
+                rows[start:start + 500])
+
+    # -- studies and trials -------------------------------------------------------------------
+    def study(self, s: Session, name: str) -> m.StudyRow | None:
+        return s.scalar(select(m.StudyRow).where(m.StudyRow.name == name))
+
+    def require_study(self, s: Session, name: str) -> m.StudyRow:
+        row = self.study(s, name)
+        if row is None:
+            names = s.scalars(select(m.StudyRow.name).order_by(m.StudyRow.name)).all()
+            raise UsageError(f"no study {name!r} in {self.safe_url}; studies there: "
+                             f"{', '.join(names) or 'none'}")
+        return row
+
+    def create_study(self, s: Session, name: str, spec: dict[str, Any], target_id: int,
+                     ) -> m.StudyRow:
+        row = m.StudyRow(name=name, spec=spec, target_id=target_id, status="created",
+                         created_at=now(), updated_at=now())
+        s.add(row)
+        s.flush()
+        return row
+
+    def acquire(self, s: Session, study: m.StudyRow, owner: str, seconds: float) -> None:
+        """Take (or renew) the right to run ``study``; refuses while another live runner has it."""
+        current = now()
+        if study.owner not in (None, owner) and study.lease_until and study.lease_until > current:
+            raise UsageError(f"study {study.name!r} is being run by {study.owner} (lease until "
+                             f"{study.lease_until:%H:%M:%S}); wait for it or stop it first")
+        study.owner, study.lease_until = owner, current + timedelta(seconds=seconds)
+        study.status, study.updated_at = "running", current
+
+    def release(self, study_name: str, owner: str, status: str) -> None:
+        with self.session() as s:
+            study = self.require_study(s, study_name)
+            if study.owner == owner:
+                study.owner, study.lease_until = None, None
+            study.status, study.updated_at = status, now()
+
+    def trial_count(self, s: Session, study_id: int, workload_id: int | None = None) -> int:
+        query = select(func.count()).select_from(m.TrialRow).where(m.TrialRow.study_id == study_id)
+        if workload_id is not None:
+            query = query.where(m.TrialRow.workload_id == workload_id)
+        return int(s.scalar(query) or 0)
+
+    def next_trial_number(self, s: Session, study_id: int) -> int:
+        last = s.scalar(select(func.max(m.TrialRow.number)).where(m.TrialRow.study_id == study_id))
+        return 0 if last is None else int(last) + 1
+
+    def add_trials(self, s: Session, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            s.execute(m.TrialRow.__table__.insert(), rows)
+
+
+# Migration to schema version N, applied in order to databases written by an older dse.
+MIGRATIONS: dict[int, Any] = {}

@@ -1,0 +1,1 @@
+"""Studies: study files, the ask/tell runner, and queries over stored results."""

@@ -1,0 +1,52 @@
+"""The ``exhaustive`` sampler: every feasible config of a small enough space, as trials."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dse.errors import UsageError
+from evaluators.base import EvalContext
+from search_spaces.base import batch_take
+
+if TYPE_CHECKING:
+    from dse.study.runner import StudyRunner, WorkloadSummary
+
+DEFAULT_MAX_CONFIGS = 200_000
+SLICE = 2_000
+
+
+def run_exhaustive(runner: StudyRunner, ctx: EvalContext, workload_id: int,
+                   summary: WorkloadSummary) -> None:
+    """Evaluate and store every feasible config (in a fixed order, so a resumed run skips what
+    is stored). Infeasible configs are not stored: the space rejects them by rule."""
+    spec = runner.spec
+    options = dict(spec.sampler.options)
+    limit = options.pop("max_configs", DEFAULT_MAX_CONFIGS)
+    if options:
+        raise UsageError(f"sampler 'exhaustive' has no option {next(iter(options))!r}; "
+                         "options: max_configs")
+    feasible_parts = []
+    for batch, _ in ctx.space.chunks(fix=spec.space.fix, free=spec.space.free):
+        ok = ctx.space.check(batch).ok
+        for name, (lo, hi) in spec.space.ranges.items():
+            ok &= (batch[name] >= lo) & (batch[name] <= hi)
+        feasible_parts.append(batch_take(batch, np.flatnonzero(ok)))
+    feasible = {k: np.concatenate([p[k] for p in feasible_parts]) for k in feasible_parts[0]}
+    total = len(feasible["m_ct"])
+    if total == 0:
+        raise UsageError(f"{spec.source}: no feasible configuration in the space of "
+                         f"{ctx.workload.shape} {ctx.workload.dtype.name}; relax the overrides")
+    if total > limit:
+        raise UsageError(f"{spec.source}: the exhaustive sampler would store {total:,} "
+                         f"configs (limit {limit:,}): narrow the space (space.fix, space.range) "
+                         "or raise sampler.options.max_configs, or use `dse search`, which "
+                         "keeps only the best")
+    budget = total if spec.budget.trials is None else min(total, spec.budget.trials)
+    while summary.trials < budget and not runner.out_of_time():
+        stop = min(summary.trials + SLICE, budget)
+        configs: list[dict[str, Any]] = ctx.space.decode(
+            batch_take(feasible, np.arange(summary.trials, stop)))
+        runner.evaluate_and_record(ctx, workload_id, configs, summary)
+        runner.recorder.flush()

@@ -1,0 +1,128 @@
+"""A small, safe filter language over trial columns, e.g. ``tops > 30 and k_ct <= 64``.
+
+Grammar: ``expr := term ('or' term)*``, ``term := factor ('and' factor)*``,
+``factor := 'not' factor | '(' expr ')' | operand OP operand`` with OP one of
+``< <= > >= == != =`` and operands column names, numbers or quoted strings. The expression is
+parsed into a tree and evaluated on a pandas DataFrame; it never reaches SQL or ``eval``.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from dse.errors import UsageError
+
+_TOKEN = re.compile(r"""\s*(?:(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|(?P<str>'[^']*'|"[^"]*")|
+                      (?P<op><=|>=|==|!=|<|>|=)|(?P<paren>[()])|(?P<name>[A-Za-z_][\w.]*))""",
+                    re.VERBOSE)
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "==": operator.eq, "=": operator.eq, "!=": operator.ne}
+_KEYWORDS = ("and", "or", "not")
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out, pos = [], 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        match = _TOKEN.match(text, pos)
+        if not match:
+            raise UsageError(f"filter {text!r}: cannot read {text[pos:].strip()!r} "
+                             "(expected a name, number, quoted string, comparison or parenthesis)")
+        kind = match.lastgroup or ""
+        value = match.group(kind)
+        if kind == "name" and value.lower() in _KEYWORDS:
+            kind, value = "kw", value.lower()
+        out.append((kind, value))
+        pos = match.end()
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str, frame: pd.DataFrame) -> None:
+        self.text, self.frame = text, frame
+        self.tokens = _tokens(text)
+        self.pos = 0
+
+    def fail(self, message: str) -> UsageError:
+        return UsageError(f"filter {self.text!r}: {message}")
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self) -> tuple[str, str]:
+        token = self.peek()
+        if token is None:
+            raise self.fail("ends too early")
+        self.pos += 1
+        return token
+
+    def parse(self) -> pd.Series:
+        if not self.tokens:
+            raise self.fail("is empty")
+        result = self.expr()
+        if self.peek() is not None:
+            raise self.fail(f"unexpected {self.peek()[1]!r}")
+        return result
+
+    def expr(self) -> pd.Series:
+        result = self.term()
+        while self.peek() == ("kw", "or"):
+            self.take()
+            result = result | self.term()
+        return result
+
+    def term(self) -> pd.Series:
+        result = self.factor()
+        while self.peek() == ("kw", "and"):
+            self.take()
+            result = result & self.factor()
+        return result
+
+    def factor(self) -> pd.Series:
+        if self.peek() == ("kw", "not"):
+            self.take()
+            return ~self.factor()
+        if self.peek() == ("paren", "("):
+            self.take()
+            result = self.expr()
+            if self.take() != ("paren", ")"):
+                raise self.fail("missing ')'")
+            return result
+        left = self.operand()
+        kind, op = self.take()
+        if kind != "op":
+            raise self.fail(f"expected a comparison after {self.tokens[self.pos - 2][1]!r}, "
+                            f"got {op!r}")
+        right = self.operand()
+        try:
+            result = _OPS[op](left, right)
+        except TypeError as exc:
+            raise self.fail(f"cannot compare: {exc}") from None
+        if not isinstance(result, pd.Series):
+            raise self.fail("a comparison needs at least one column name")
+        return result.fillna(False).astype(bool)
+
+    def operand(self) -> Any:
+        kind, value = self.take()
+        if kind == "num":
+            return float(value)
+        if kind == "str":
+            return value[1:-1]
+        if kind == "name":
+            if value not in self.frame.columns:
+                raise self.fail(f"unknown column {value!r}; columns: "
+                                f"{', '.join(map(str, self.frame.columns))}")
+            return self.frame[value]
+        raise self.fail(f"expected a column, number or string, got {value!r}")
+
+
+def apply_filter(frame: pd.DataFrame, text: str) -> pd.DataFrame:
+    """Rows of ``frame`` for which the filter ``text`` holds."""
+    return frame[_Parser(text, frame).parse().to_numpy()]

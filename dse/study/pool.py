@@ -1,0 +1,79 @@
+"""Where evaluations run: in this process (vectorised evaluators) or as Ray tasks."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+import numpy as np
+
+from dse.results import EvalResult, Status
+from evaluators.base import EvalContext
+from search_spaces.base import ConfigBatch, batch_take
+
+
+def failed_results(batch: ConfigBatch, ctx: EvalContext, error: str) -> list[EvalResult]:
+    return [EvalResult(Status.FAILED, p, reason=error) for p in ctx.space.decode(batch)]
+
+
+def _safe_evaluate(evaluator: Any, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
+    """Evaluate; an exception becomes a failed result per config instead of stopping a study."""
+    try:
+        return evaluator.evaluate(batch, ctx)
+    except Exception:  # noqa: BLE001 - any evaluator error is recorded, never fatal
+        return failed_results(batch, ctx, traceback.format_exc(limit=5))
+
+
+class InProcessPool:
+    """Runs the evaluator here; right for vectorised models that score a batch in microseconds."""
+
+    workers = 1
+
+    def evaluate(self, evaluator: Any, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
+        return _safe_evaluate(evaluator, batch, ctx)
+
+    def close(self) -> None:
+        pass
+
+
+class RayPool:
+    """One Ray task per config on a local embedded Ray (``workers`` CPUs) or a cluster."""
+
+    def __init__(self, workers: int, address: str | None = None) -> None:
+        import ray
+
+        self._ray = ray
+        self._started = not ray.is_initialized()
+        if self._started:
+            ray.init(address=address, num_cpus=None if address else workers,
+                     include_dashboard=False, log_to_driver=False, configure_logging=False)
+        self.workers = workers if address is None else int(ray.cluster_resources().get("CPU", 1))
+        self._task = ray.remote(num_cpus=1)(_safe_evaluate)
+        self._evaluator_ref: Any = None
+        self._evaluator: Any = None
+
+    def evaluate(self, evaluator: Any, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
+        if evaluator is not self._evaluator:  # ship the evaluator to the object store once
+            self._evaluator, self._evaluator_ref = evaluator, self._ray.put(evaluator)
+        ctx_ref = self._ray.put(ctx)
+        refs = [self._task.remote(self._evaluator_ref, batch_take(batch, np.array([i])), ctx_ref)
+                for i in range(len(batch["m_ct"]))]
+        out: list[EvalResult] = []
+        for i, ref in enumerate(refs):
+            try:
+                out.extend(self._ray.get(ref))
+            except Exception as exc:  # noqa: BLE001 - a lost worker fails its config only
+                out.extend(failed_results(batch_take(batch, np.array([i])), ctx, repr(exc)))
+        return out
+
+    def close(self) -> None:
+        if self._started:
+            self._ray.shutdown()
+
+
+def make_pool(evaluator: Any, workers: int, address: str | None) -> InProcessPool | RayPool:
+    """Vectorised evaluators run in-process; others on Ray when more than one worker is asked
+    for or a cluster address is given."""
+    if hasattr(evaluator, "score") or (workers <= 1 and not address):
+        return InProcessPool()
+    return RayPool(workers, address)

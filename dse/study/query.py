@@ -1,0 +1,118 @@
+"""Reading studies back: trials as pandas DataFrames, the best configs, the Pareto front."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import func, select
+
+from dse.storage import ResultStore
+from dse.storage import models as m
+
+# Columns that identify a config (used to show each config once among the best).
+PARAM_HINT = ("m_ct", "k_ct", "n_ct", "k_mt", "buf_a_l1", "buf_b_l1", "buf_c_l1", "buf_a_l2",
+              "buf_b_l2", "buf_c_l2", "m_rows", "n_cols", "orientation", "b_layout",
+              "bd_scheme", "shape", "dtype")
+TRIAL_COLUMNS = ("study", "number", "shape", "dtype", "b_layout", "status", "cached", "reason",
+                 "evaluator", "version", "fidelity", "elapsed_s", "host", "created_at")
+
+
+def _store(storage: ResultStore | str | None) -> ResultStore:
+    return storage if isinstance(storage, ResultStore) else ResultStore(storage)
+
+
+def load_trials(storage: ResultStore | str | None, study: str) -> pd.DataFrame:
+    """Every trial of ``study``: one row each, parameters and metrics as columns.
+
+    Args:
+        storage: a :class:`ResultStore`, a storage URL or a SQLite path (default ``./dse.db``).
+        study: the study's name.
+
+    Raises:
+        UsageError: no such study in the storage.
+    """
+    store = _store(storage)
+    with store.session() as s:
+        row = store.require_study(s, study)
+        result = s.execute(
+            select(m.TrialRow.number, m.WorkloadRow.body, m.TrialRow.status, m.TrialRow.cached,
+                   m.EvaluationRow.reason, m.EvaluationRow.evaluator, m.EvaluationRow.version,
+                   m.EvaluationRow.fidelity, m.EvaluationRow.elapsed_s, m.EvaluationRow.host,
+                   m.TrialRow.created_at, m.ConfigRow.params, m.EvaluationRow.metrics)
+            .join(m.WorkloadRow, m.WorkloadRow.id == m.TrialRow.workload_id)
+            .join(m.ConfigRow, m.ConfigRow.id == m.TrialRow.config_id)
+            .join(m.EvaluationRow, m.EvaluationRow.id == m.TrialRow.evaluation_id)
+            .where(m.TrialRow.study_id == row.id).order_by(m.TrialRow.number)).all()
+        objectives = row.spec.get("objectives", [["tops", "maximize"]])
+    records = []
+    for (number, workload, status, cached, reason, evaluator, version, fidelity, elapsed,
+         host, created, params, metrics) in result:
+        records.append({
+            "study": study, "number": number, "shape": f"{workload['M']}x{workload['K']}x"
+            f"{workload['N']}", "dtype": workload["dtype"], "b_layout": workload["b_layout"],
+            "status": status, "cached": bool(cached), "reason": reason, "evaluator": evaluator,
+            "version": version, "fidelity": fidelity, "elapsed_s": elapsed, "host": host,
+            "created_at": created, **params, **metrics})
+    frame = pd.DataFrame.from_records(records)
+    if frame.empty:
+        frame = pd.DataFrame(columns=list(TRIAL_COLUMNS))
+    frame.attrs["objectives"] = [tuple(o) for o in objectives]
+    return frame
+
+
+def pareto_mask(values: np.ndarray, maximize: list[bool]) -> np.ndarray:
+    """Rows of ``values`` (n x objectives) that no other row dominates."""
+    signed = np.where(maximize, values, -values)  # larger is better in every column
+    keep = np.ones(len(signed), dtype=bool)
+    for i in range(len(signed)):
+        if keep[i]:
+            dominated = np.all(signed <= signed[i], axis=1) & np.any(signed < signed[i], axis=1)
+            keep &= ~dominated
+    return keep
+
+
+def best_trials(frame: pd.DataFrame, top: int = 10) -> pd.DataFrame:
+    """The ``top`` best ok trials for one objective, or the Pareto front for several (per
+    workload), best first by the first objective."""
+    objectives = frame.attrs.get("objectives", [("tops", "maximize")])
+    ok = frame[frame["status"] == "ok"] if "status" in frame else frame
+    if ok.empty:
+        return ok
+    metrics = [o[0] for o in objectives]
+    maximize = [o[1] == "maximize" for o in objectives]
+    parts = []
+    for _, group in ok.groupby(["shape", "dtype", "b_layout"], sort=False):
+        group = group.drop_duplicates(subset=[c for c in PARAM_HINT if c in group.columns])
+        if len(objectives) > 1:
+            group = group[pareto_mask(group[metrics].to_numpy(dtype=float), maximize)]
+        parts.append(group.sort_values(metrics[0], ascending=not maximize[0]).head(
+            top if len(objectives) == 1 else len(group)))
+    return pd.concat(parts)
+
+
+
+def list_studies(storage: ResultStore | str | None) -> pd.DataFrame:
+    """One row per study: target, workloads, trials, best throughput, status, last update."""
+    store = _store(storage)
+    with store.session() as s:
+        counts = dict(s.execute(select(m.TrialRow.study_id, func.count())
+                                .group_by(m.TrialRow.study_id)).all())
+        best = dict(s.execute(
+            select(m.TrialRow.study_id, func.max(m.EvaluationRow.tops))
+            .join(m.EvaluationRow, m.EvaluationRow.id == m.TrialRow.evaluation_id)
+            .where(m.EvaluationRow.status == "ok").group_by(m.TrialRow.study_id)).all())
+        rows: list[dict[str, Any]] = []
+        for study, target in s.execute(select(m.StudyRow, m.TargetRow.name).join(
+                m.TargetRow, m.TargetRow.id == m.StudyRow.target_id).order_by(m.StudyRow.name)):
+            workloads = study.spec.get("workloads", [])
+            rows.append({
+                "study": study.name, "target": target,
+                "workloads": ", ".join(f"{w['M']}x{w['K']}x{w['N']} {w['dtype']}"
+                                       for w in workloads[:3])
+                + (f" (+{len(workloads) - 3})" if len(workloads) > 3 else ""),
+                "trials": counts.get(study.id, 0), "best_tops": best.get(study.id),
+                "status": study.status, "updated": study.updated_at})
+    return pd.DataFrame(rows, columns=["study", "target", "workloads", "trials", "best_tops",
+                                       "status", "updated"])

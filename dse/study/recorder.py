@@ -1,0 +1,116 @@
+"""Buffering of a study's results and their commit together with Optuna's journal.
+
+Trials are told to Optuna as soon as they are evaluated, but written to the database in windows
+(every ``commit_every`` trials or ``commit_interval_s`` seconds, and at the end): one
+transaction stores the window's configs, new evaluations, trials and Optuna's journal lines, so
+the database always holds a consistent prefix of the run. A killed run loses at most the open
+window, which the resumed run simply does again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from dse.results import EvalResult, Status
+from dse.storage import ResultStore
+from dse.storage.journal import SqlJournalBackend
+from dse.storage.store import now
+
+
+@dataclass
+class _Trial:
+    workload_id: int
+    key: str
+    params: dict[str, Any]
+    result: EvalResult
+    cached: bool
+
+
+class Recorder:
+    """Pending trials of one study run and the cache view that includes them."""
+
+    def __init__(self, store: ResultStore, journal: SqlJournalBackend, study_name: str,
+                 study_id: int, target_id: int, evaluator: Any, space: str, next_number: int,
+                 renew_lease: Any, host: str, versions: dict[str, str],
+                 commit_every: int = 64, commit_interval_s: float = 2.0) -> None:
+        self.store, self.journal = store, journal
+        self.study_name, self.study_id, self.target_id = study_name, study_id, target_id
+        self.evaluator, self.space = evaluator, space
+        self.next_number = next_number
+        self.renew_lease = renew_lease
+        self.host, self.versions = host, versions
+        self.commit_every, self.commit_interval_s = commit_every, commit_interval_s
+        self._pending: list[_Trial] = []
+        self._pending_results: dict[tuple[int, str], EvalResult] = {}
+        self._last_commit = time.monotonic()
+
+    def lookup(self, workload_id: int, keys: list[str]) -> dict[str, EvalResult]:
+        """Known results of these configs: not yet committed ones first, then the database."""
+        found = {k: self._pending_results[(workload_id, k)] for k in keys
+                 if (workload_id, k) in self._pending_results}
+        missing = [k for k in keys if k not in found]
+        if missing:
+            ev = self.evaluator
+            with self.store.session() as s:
+                rows = self.store.find_evaluations_by_key(s, self.target_id, workload_id,
+                                                          missing, ev.name, ev.version)
+            found.update({k: EvalResult(Status(r.status), {}, r.metrics, r.reason, r.elapsed_s)
+                          for k, r in rows.items()})
+        return found
+
+    def add(self, workload_id: int, keys: list[str], configs: list[dict[str, Any]],
+            results: list[EvalResult], cached: list[bool]) -> None:
+        for key, params, result, hit in zip(keys, configs, results, cached, strict=True):
+            self._pending.append(_Trial(workload_id, key, params, result, hit))
+            self._pending_results.setdefault((workload_id, key), result)
+        if (len(self._pending) >= self.commit_every
+                or time.monotonic() - self._last_commit >= self.commit_interval_s):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the pending window in one transaction (nothing of it on failure)."""
+        if not self._pending and not self.journal.pending:
+            return
+        ev, created = self.evaluator, now()
+        try:
+            with self.store.session() as s:
+                ids = self.store.config_ids(s, self.space, [t.params for t in self._pending])
+                new_rows, seen = [], set()
+                for trial, cid in zip(self._pending, ids, strict=True):
+                    if trial.cached or (trial.workload_id, cid) in seen:
+                        continue
+                    seen.add((trial.workload_id, cid))
+                    r = trial.result
+                    new_rows.append({
+                        "target_id": self.target_id, "workload_id": trial.workload_id,
+                        "config_id": cid, "evaluator": ev.name, "version": ev.version,
+                        "fidelity": ev.fidelity, "status": r.status.value, "reason": r.reason,
+                        "metrics": r.metrics, "tops": r.metrics.get("tops"),
+                        "elapsed_s": r.elapsed_s, "host": self.host, "versions": self.versions,
+                        "created_at": created})
+                self.store.put_evaluations(s, new_rows)
+                trial_rows = []
+                for workload_id in {t.workload_id for t in self._pending}:
+                    wanted = [cid for t, cid in zip(self._pending, ids, strict=True)
+                              if t.workload_id == workload_id]
+                    stored = self.store.find_evaluations(s, self.target_id, workload_id, wanted,
+                                                         ev.name, ev.version)
+                    trial_rows += [{
+                        "study_id": self.study_id, "number": self.next_number + i,
+                        "workload_id": workload_id, "config_id": cid,
+                        "evaluation_id": stored[cid].id, "status": t.result.status.value,
+                        "cached": int(t.cached), "created_at": created}
+                        for i, (t, cid) in enumerate(zip(self._pending, ids, strict=True))
+                        if t.workload_id == workload_id]
+                self.store.add_trials(s, trial_rows)
+                self.journal.flush(s)
+                self.renew_lease(s)
+        except Exception:
+            self.journal.discard_pending()
+            raise
+        self.next_number += len(self._pending)
+        self._pending = []
+        self._pending_results = {}
+        self._last_commit = time.monotonic()

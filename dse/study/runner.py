@@ -1,0 +1,271 @@
+"""The study loop: Optuna ask/tell, evaluations in-process or on Ray, results committed with
+Optuna's state (see :mod:`dse.study.recorder`).
+
+A config already evaluated by the same evaluator version on the same target and workload (by
+this or any other study in the database) is served from the store, not evaluated again.
+Infeasible configs are told to Optuna as pruned, failed ones as failed; both keep their reason.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.storages import JournalStorage
+from optuna.trial import TrialState
+
+import dse
+from dse.errors import UsageError
+from dse.problem import build_evaluator
+from dse.registry import search_space_class
+from dse.results import EvalResult, Status
+from dse.storage import ResultStore
+from dse.storage.journal import SqlJournalBackend
+from dse.storage.store import config_key
+from dse.study.exhaustive import run_exhaustive
+from dse.study.pool import make_pool
+from dse.study.recorder import Recorder
+from dse.study.samplers import make_sampler
+from dse.study.spec import StudySpec
+from dse.target import load_target
+from dse.workload import GemmWorkload
+from evaluators.base import EvalContext
+
+LEASE_S = 120.0
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+Progress = Callable[[str, int, int, float | None], None]
+
+
+@dataclass
+class WorkloadSummary:
+    workload: GemmWorkload
+    trials: int
+    evaluated: int = 0
+    cached: int = 0
+    infeasible: int = 0
+    failed: int = 0
+
+
+@dataclass
+class RunSummary:
+    study: str
+    storage: str
+    status: str
+    elapsed_s: float
+    workloads: list[WorkloadSummary]
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def library_versions() -> dict[str, str]:
+    return {"dse": dse.__version__, "python": platform.python_version(),
+            "numpy": np.__version__, "optuna": optuna.__version__}
+
+
+class StudyRunner:
+    """Runs (or resumes) one study against one store."""
+
+    def __init__(self, spec: StudySpec, store: ResultStore, ray_address: str | None = None,
+                 progress: Progress | None = None) -> None:
+        self.spec, self.store, self.progress = spec, store, progress
+        self.target = load_target(spec.target)
+        self.evaluator = build_evaluator(spec.evaluator.name, spec.evaluator.options)
+        self.owner = owner_id()
+        self.deadline = (time.monotonic() + spec.budget.time_s) if spec.budget.time_s else None
+        with store.session() as s:
+            target_id = store.target_id(s, self.target.digest(), self.target.name,
+                                        self.target.to_dict())
+            row = store.study(s, spec.name)
+            if row is None:
+                row = store.create_study(s, spec.name, spec.identity(), target_id)
+            elif row.spec != spec.identity():
+                changed = sorted(k for k, v in spec.identity().items() if row.spec.get(k) != v)
+                raise UsageError(f"study {spec.name!r} already exists in {store.safe_url} with a "
+                                 f"different {', '.join(changed)}; give the study another name "
+                                 "to run this definition (budget and workers may change)")
+            _void_dead_local_owner(row)
+            store.acquire(s, row, self.owner, LEASE_S)
+            study_id, next_number = row.id, store.next_trial_number(s, row.id)
+        self.study_id = study_id
+        self.pool = make_pool(self.evaluator, spec.workers, ray_address)
+        # A vectorised model is asked one trial at a time (the sampler learns from every result);
+        # slower evaluators get enough trials per round to keep every worker busy.
+        self.batch_size = spec.batch_size or (1 if hasattr(self.evaluator, "score")
+                                              else 2 * self.pool.workers)
+        self.journal = SqlJournalBackend(store, study_id)
+        self.recorder = Recorder(
+            store, self.journal, spec.name, study_id, target_id, self.evaluator,
+            search_space_class(self.target.space).name, next_number, self._renew_lease,
+            socket.gethostname(), library_versions())
+
+    def _renew_lease(self, s: Any) -> None:
+        self.store.acquire(s, self.store.require_study(s, self.spec.name), self.owner, LEASE_S)
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    # -- the run ------------------------------------------------------------------------------
+    def run(self) -> RunSummary:
+        start = time.monotonic()
+        summaries: list[WorkloadSummary] = []
+        status = "finished"
+        try:
+            for workload in self.spec.workloads:
+                summaries.append(self._run_workload(workload))
+                if self.out_of_time():
+                    status = "stopped by the time budget"
+                    break
+            self.recorder.flush()
+        except KeyboardInterrupt:
+            status = "interrupted"
+            self.recorder.flush()
+        finally:
+            self.pool.close()
+            self.store.release(self.spec.name, self.owner, status)
+        return RunSummary(self.spec.name, self.store.safe_url, status,
+                          time.monotonic() - start, summaries)
+
+    def _run_workload(self, workload: GemmWorkload) -> WorkloadSummary:
+        space = search_space_class(self.target.space)(
+            self.target, workload, extra_constraints=self.spec.space.constraints)
+        ctx = EvalContext(self.target, workload, space)
+        with self.store.session() as s:
+            workload_id = self.store.workload_id(s, {**workload.to_dict(), "space": space.name})
+            done = self.store.trial_count(s, self.study_id, workload_id)
+        summary = WorkloadSummary(workload, trials=done)
+        if self.spec.sampler.name == "exhaustive":
+            run_exhaustive(self, ctx, workload_id, summary)
+            return summary
+        _require_feasible(ctx, self.spec)
+        encoding = space.optuna_encoding(self.spec.space.fix, self.spec.space.free,
+                                         self.spec.space.ranges)
+        distributions = encoding.distributions()
+        study = optuna.create_study(
+            storage=JournalStorage(self.journal), load_if_exists=True,
+            study_name=f"{workload.shape} {workload.dtype.name} B {workload.b_layout}",
+            directions=[o.direction for o in self.spec.objectives],
+            sampler=make_sampler(self.spec, self.batch_size))
+        budget = self.spec.budget.trials
+        while (budget is None or summary.trials < budget) and not self.out_of_time():
+            n = self.batch_size if budget is None else min(self.batch_size,
+                                                           budget - summary.trials)
+            trials = [study.ask(distributions) for _ in range(n)]
+            configs = [encoding.decode(t.params) for t in trials]
+            results = self.evaluate_and_record(ctx, workload_id, configs, summary)
+            self._tell(study, trials, results)
+        return summary
+
+    # -- evaluation with the store as a cache -------------------------------------------------
+    def evaluate_and_record(self, ctx: EvalContext, workload_id: int,
+                            configs: list[dict[str, Any]], summary: WorkloadSummary,
+                            ) -> list[EvalResult]:
+        """Results for ``configs`` in order (stored ones reused), queued for the next commit."""
+        keys = [config_key(ctx.space.name, c) for c in configs]
+        known = self.recorder.lookup(workload_id, keys)
+        cached = [k in known for k in keys]
+        todo: dict[str, int] = {}  # config key -> first index needing it (dedupe in a batch)
+        for i, key in enumerate(keys):
+            if key not in known:
+                todo.setdefault(key, i)
+        fresh = self._evaluate_new(ctx, [configs[i] for i in todo.values()])
+        known.update(zip(todo, fresh, strict=True))
+        results = [EvalResult(known[k].status, c, known[k].metrics, known[k].reason,
+                              known[k].elapsed_s) for k, c in zip(keys, configs, strict=True)]
+        self.recorder.add(workload_id, keys, configs, results, cached)
+        summary.trials += len(configs)
+        summary.cached += sum(cached)
+        summary.evaluated += len(todo)
+        summary.infeasible += sum(r.status is Status.INFEASIBLE for r in results)
+        summary.failed += sum(r.status in (Status.FAILED, Status.TIMEOUT) for r in results)
+        if self.progress is not None:
+            metric = self.spec.objectives[0].metric
+            best = max((float(r.metrics[metric]) for r in results if r.ok), default=None)
+            self.progress(summary.workload.shape, summary.trials,
+                          self.spec.budget.trials or 0, best)
+        return results
+
+    def _evaluate_new(self, ctx: EvalContext, configs: list[dict[str, Any]]) -> list[EvalResult]:
+        if not configs:
+            return []
+        batch = ctx.space.encode(configs)
+        feasible = ctx.space.check(batch).ok
+        out: list[EvalResult | None] = [None] * len(configs)
+        for i, config in enumerate(configs):
+            reason = _range_reason(self.spec, config)
+            if reason or not feasible[i]:
+                out[i] = EvalResult(Status.INFEASIBLE, config,
+                                    reason=reason or ctx.space.explain(batch, i))
+        runnable = [i for i, r in enumerate(out) if r is None]
+        if runnable:
+            sub = {k: v[runnable] for k, v in batch.items()}
+            for i, result in zip(runnable, self.pool.evaluate(self.evaluator, sub, ctx),
+                                 strict=True):
+                out[i] = result
+        return [r for r in out if r is not None]
+
+    def _tell(self, study: optuna.Study, trials: list[optuna.Trial],
+              results: list[EvalResult]) -> None:
+        for trial, result in zip(trials, results, strict=True):
+            if result.status is Status.OK:
+                study.tell(trial, [float(result.metrics[o.metric]) for o in self.spec.objectives])
+                continue
+            trial.set_user_attr("reason", (result.reason or "")[:500])
+            state = TrialState.PRUNED if result.status is Status.INFEASIBLE else TrialState.FAIL
+            study.tell(trial, state=state)
+
+
+def _range_reason(spec: StudySpec, config: dict[str, Any]) -> str | None:
+    for name, (lo, hi) in spec.space.ranges.items():
+        if not lo <= config[name] <= hi:
+            return f"{name}={config[name]} is outside the study's range [{lo}, {hi}]"
+    return None
+
+
+def _require_feasible(ctx: EvalContext, spec: StudySpec) -> None:
+    """Refuse a study whose overrides leave no feasible config (checked by enumeration)."""
+    counts: dict[str, int] = {}
+    for batch, _ in ctx.space.chunks(fix=spec.space.fix, free=spec.space.free):
+        feasibility = ctx.space.check(batch)
+        ok = feasibility.ok.copy()
+        for name, (lo, hi) in spec.space.ranges.items():
+            ok &= (batch[name] >= lo) & (batch[name] <= hi)
+        if ok.any():
+            return
+        for index in feasibility.first_failed[feasibility.first_failed >= 0]:
+            rule = ctx.space.constraints[int(index)].name
+            counts[rule] = counts.get(rule, 0) + 1
+    reasons = ", ".join(f"{k} ({v:,})" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+    raise UsageError(
+        f"{spec.source}: no configuration of {ctx.workload.shape} {ctx.workload.dtype.name} on "
+        f"{ctx.target.name} satisfies the study's space (fix {spec.space.fix or '{}'}, ranges "
+        f"{dict(spec.space.ranges) or '{}'}, constraints {list(spec.space.constraints)}); "
+        f"configs were rejected by: {reasons or 'the ranges'}. Relax the overrides.")
+
+
+def _void_dead_local_owner(row: Any) -> None:
+    """A lease held by a process of this host that no longer exists is void (it was killed)."""
+    host, _, pid = (row.owner or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        row.owner, row.lease_until = None, None
+    except PermissionError:
+        pass
+
+
+def run_study(spec: StudySpec, storage: str | None = None, ray_address: str | None = None,
+              progress: Progress | None = None) -> RunSummary:
+    """Run or resume ``spec`` into ``storage`` (default: the spec's, else ``./dse.db``)."""
+    store = ResultStore(storage or spec.storage)
+    return StudyRunner(spec, store, ray_address, progress).run()

@@ -1,0 +1,34 @@
+"""Optuna samplers by name, seeded, with options passed through."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import optuna
+
+from dse.errors import UsageError
+from dse.study.spec import StudySpec
+
+
+def make_sampler(spec: StudySpec, batch_size: int) -> optuna.samplers.BaseSampler:
+    """The study's sampler; several trials asked at once use TPE's constant liar."""
+    name, options = spec.sampler.name, dict(spec.sampler.options)
+    seed = spec.seed
+    factories: dict[str, Any] = {
+        "tpe": lambda: optuna.samplers.TPESampler(
+            seed=seed, **{"multivariate": True, "constant_liar": batch_size > 1, **options}),
+        "random": lambda: optuna.samplers.RandomSampler(seed=seed, **options),
+        "cmaes": lambda: optuna.samplers.CmaEsSampler(seed=seed, **options),
+        "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed, **options),
+        "gp": lambda: optuna.samplers.GPSampler(seed=seed, **options),
+    }
+    if name == "gp" and importlib.util.find_spec("torch") is None:
+        raise UsageError("sampler 'gp' needs PyTorch, which is not installed "
+                         "(pip install torch); use tpe, random, cmaes or nsga2")
+    if name == "cmaes" and importlib.util.find_spec("cmaes") is None:
+        raise UsageError("sampler 'cmaes' needs the cmaes package (pip install cmaes)")
+    try:
+        return factories[name]()
+    except TypeError as exc:
+        raise UsageError(f"sampler {name!r}: {exc}") from None

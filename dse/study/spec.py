@@ -1,0 +1,322 @@
+"""Study files (YAML) validated once into typed objects.
+
+A wrong file is rejected with one message naming the file, the key, the value and what is
+allowed. Everything past :func:`load_study` works on :class:`StudySpec` only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dse.errors import UsageError
+from dse.target import Target, load_target
+from dse.workload import GemmWorkload
+
+SAMPLERS = ("tpe", "random", "cmaes", "nsga2", "gp", "exhaustive")
+MAXIMIZE = ("tops", "macs_per_cycle", "kernel_efficiency", "peak_tops", "dram_gbps", "balance")
+MINIMIZE = ("latency_s", "t_comp_s", "t_mem_s", "t_core_s", "l1_bytes", "l2_bytes", "dram_bytes",
+            "dram_bytes_a", "dram_bytes_b", "dram_bytes_c", "padding_ratio")
+OBJECTIVE_METRICS = MAXIMIZE + MINIMIZE
+TOP_KEYS = ("name", "target", "workload", "workloads", "space", "evaluator", "sampler",
+            "objectives", "budget", "workers", "seed", "storage", "batch_size")
+
+
+class StudyFileError(UsageError):
+    """A study file is malformed."""
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str
+    direction: str  # "maximize" | "minimize"
+
+
+@dataclass(frozen=True)
+class SpaceOverrides:
+    """Changes to a target's default space: pinned values, freed parameters, narrowed ranges."""
+
+    fix: dict[str, Any] = field(default_factory=dict)
+    free: tuple[str, ...] = ()
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
+    constraints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    """A registered name and the keyword options its class is built with."""
+
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Budget:
+    trials: int | None = None  # per workload
+    time_s: float | None = None  # whole run
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    name: str
+    target: str
+    workloads: tuple[GemmWorkload, ...]
+    space: SpaceOverrides
+    evaluator: PluginSpec
+    sampler: PluginSpec
+    objectives: tuple[Objective, ...]
+    budget: Budget
+    workers: int = 1
+    seed: int = 0
+    storage: str | None = None
+    batch_size: int | None = None
+    source: str = ""
+
+    def identity(self) -> dict[str, Any]:
+        """What a stored study must match to be resumed (budget, workers, storage may change)."""
+        return {
+            "target": self.target,
+            "workloads": [w.to_dict() for w in self.workloads],
+            "space": {"fix": self.space.fix, "free": list(self.space.free),
+                      "ranges": {k: list(v) for k, v in self.space.ranges.items()},
+                      "constraints": list(self.space.constraints)},
+            "evaluator": {"name": self.evaluator.name, "options": self.evaluator.options},
+            "sampler": {"name": self.sampler.name, "options": self.sampler.options},
+            "objectives": [[o.metric, o.direction] for o in self.objectives],
+            "seed": self.seed,
+        }
+
+    def with_overrides(self, trials: int | None = None, workers: int | None = None) -> StudySpec:
+        spec = self
+        if trials is not None:
+            spec = replace(spec, budget=replace(spec.budget, trials=trials))
+        if workers is not None:
+            spec = replace(spec, workers=workers)
+        return spec
+
+
+class _Reader:
+    """Typed access to a YAML mapping that reports the file and the dotted key on errors."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, key: str, value: Any, allowed: str) -> StudyFileError:
+        shown = "missing" if value is _MISSING else repr(value)
+        return StudyFileError(f"{self.source}: key '{key}': {shown} is not valid; {allowed}")
+
+    def mapping(self, value: Any, key: str, allowed_keys: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(key, value, "expected a mapping")
+        for k in value:
+            if k not in allowed_keys:
+                where = f"{key}.{k}" if key else str(k)
+                raise StudyFileError(f"{self.source}: unknown key '{where}'; allowed: "
+                                     f"{', '.join(allowed_keys)}")
+        return dict(value)
+
+    def integer(self, value: Any, key: str, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(key, value, f"expected an integer >= {minimum}")
+        return value
+
+    def number(self, value: Any, key: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise self.fail(key, value, "expected a positive number")
+        return float(value)
+
+    def text(self, value: Any, key: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(key, value, "expected a non-empty string")
+        return value
+
+    def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            raise self.fail(key, value, f"allowed: {', '.join(choices)}")
+        return str(value)
+
+    def str_list(self, value: Any, key: str) -> list[str]:
+        items = value if isinstance(value, list) else [value]
+        return [self.text(v, f"{key}[{i}]") for i, v in enumerate(items)]
+
+
+_MISSING = object()
+
+
+def load_study(path: str | Path) -> StudySpec:
+    """Read and validate a study file."""
+    path = Path(path)
+    if not path.is_file():
+        raise StudyFileError(f"study file {str(path)!r} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise StudyFileError(f"{path}: not valid YAML: {exc}") from None
+    return study_from_dict(raw, str(path))
+
+
+def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
+    """Validate a parsed study mapping (see the README's study file reference)."""
+    r = _Reader(source)
+    data = r.mapping(raw, "", TOP_KEYS)
+    name = r.text(data.get("name", _MISSING), "name")
+    target_name = r.text(data.get("target", _MISSING), "target")
+    try:
+        target = load_target(_resolve_path(target_name, source))
+    except UsageError as exc:
+        raise StudyFileError(f"{source}: key 'target': {exc}") from None
+    workloads = _workloads(r, data, target)
+    space = _space(r, data.get("space", {}), target, workloads)
+    evaluator = _plugin(r, data.get("evaluator", "analytical"), "evaluator", None)
+    sampler = _plugin(r, data.get("sampler", "tpe"), "sampler", SAMPLERS)
+    objectives = _objectives(r, data.get("objectives", ["tops"]))
+    budget_raw = r.mapping(data.get("budget", {}), "budget", ("trials", "time_s"))
+    budget = Budget(
+        trials=r.integer(budget_raw["trials"], "budget.trials", 1) if "trials" in budget_raw
+        else None,
+        time_s=r.number(budget_raw["time_s"], "budget.time_s") if "time_s" in budget_raw
+        else None)
+    if sampler.name != "exhaustive" and budget.trials is None and budget.time_s is None:
+        raise StudyFileError(f"{source}: key 'budget': give trials and/or time_s (only the "
+                             "exhaustive sampler needs no budget)")
+    if sampler.name == "cmaes" and len(objectives) > 1:
+        raise StudyFileError(f"{source}: key 'sampler': cmaes optimises one objective; use "
+                             "nsga2, tpe or random for several")
+    storage = data.get("storage")
+    return StudySpec(
+        name=name, target=_resolve_path(target_name, source), workloads=workloads, space=space,
+        evaluator=evaluator, sampler=sampler, objectives=objectives, budget=budget,
+        workers=r.integer(data.get("workers", 1), "workers", 1),
+        seed=r.integer(data.get("seed", 0), "seed", 0),
+        storage=None if storage is None else r.text(storage, "storage"),
+        batch_size=None if data.get("batch_size") is None
+        else r.integer(data["batch_size"], "batch_size", 1),
+        source=source,
+    )
+
+
+def _resolve_path(target: str, source: str) -> str:
+    """A target path in a study file is relative to the file."""
+    if target.endswith(".toml") and not Path(target).is_absolute() and source != "<study>":
+        candidate = Path(source).parent / target
+        if candidate.is_file():
+            return str(candidate)
+    return target
+
+
+def _workloads(r: _Reader, data: dict[str, Any], target: Target) -> tuple[GemmWorkload, ...]:
+    if ("workload" in data) == ("workloads" in data):
+        raise StudyFileError(f"{r.source}: give exactly one of 'workload' (one GEMM) or "
+                             "'workloads' (a list, or a grid of shapes/dtypes/b_layouts)")
+    keys = ("shape", "dtype", "b_layout")
+    if "workload" in data:
+        items = [(r.mapping(data["workload"], "workload", keys), "workload")]
+    elif isinstance(data["workloads"], list):
+        items = [(r.mapping(w, f"workloads[{i}]", keys), f"workloads[{i}]")
+                 for i, w in enumerate(data["workloads"])]
+    else:
+        grid = r.mapping(data["workloads"], "workloads", ("grid",))
+        axes = r.mapping(grid.get("grid", _MISSING), "workloads.grid", keys)
+        lists = {k: r.str_list(axes.get(k, _MISSING) if k != "b_layout" else
+                               axes.get(k, "col"), f"workloads.grid.{k}") for k in keys}
+        items = [(dict(zip(keys, combo, strict=True)), "workloads.grid")
+                 for combo in itertools.product(*(lists[k] for k in keys))]
+    if not items:
+        raise StudyFileError(f"{r.source}: key 'workloads': the list is empty")
+    out = []
+    for item, key in items:
+        try:
+            w = GemmWorkload.parse(r.text(item.get("shape", _MISSING), f"{key}.shape"),
+                                   r.text(item.get("dtype", _MISSING), f"{key}.dtype"),
+                                   item.get("b_layout", "col"))
+        except UsageError as exc:
+            raise StudyFileError(f"{r.source}: key '{key}': {exc}") from None
+        if w.dtype.name not in target.dtypes:
+            raise StudyFileError(f"{r.source}: key '{key}.dtype': {w.dtype.name!r} is not "
+                                 f"supported by target {target.name}; allowed: "
+                                 f"{', '.join(target.dtypes)}")
+        out.append(w)
+    return tuple(dict.fromkeys(out))
+
+
+def _space(r: _Reader, raw: Any, target: Target, workloads: tuple[GemmWorkload, ...],
+           ) -> SpaceOverrides:
+    from dse.registry import search_space_class
+
+    data = r.mapping(raw or {}, "space", ("fix", "free", "range", "constraints"))
+    space = search_space_class(target.space)(target, workloads[0])
+    params = space.params()
+
+    def known(name: str, key: str) -> None:
+        if name not in params:
+            raise StudyFileError(f"{r.source}: key '{key}': unknown parameter {name!r}; "
+                                 f"allowed: {', '.join(params)}")
+
+    fix = {}
+    for name, value in r.mapping(data.get("fix", {}), "space.fix", tuple(params)).items():
+        try:
+            fix[name] = params[name].parse(value)
+        except UsageError as exc:
+            raise StudyFileError(f"{r.source}: key 'space.fix.{name}': {exc}") from None
+    free = r.str_list(data.get("free", []), "space.free")
+    for name in free:
+        known(name, "space.free")
+        if name in fix:
+            raise StudyFileError(f"{r.source}: key 'space.free': {name!r} is also fixed")
+    ranges = {}
+    for name, value in r.mapping(data.get("range", {}), "space.range", tuple(params)).items():
+        ok = (isinstance(value, list) and len(value) == 2
+              and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+              and value[0] <= value[1])
+        if not ok or name not in ("m_ct", "k_ct", "n_ct", "k_mt"):
+            raise r.fail(f"space.range.{name}", value,
+                         "expected [low, high] positive integers for m_ct, k_ct, n_ct or k_mt")
+        ranges[name] = (value[0], value[1])
+    constraints = r.str_list(data.get("constraints", []), "space.constraints")
+    try:
+        search_space_class(target.space)(target, workloads[0], extra_constraints=constraints)
+    except UsageError as exc:
+        raise StudyFileError(f"{r.source}: key 'space.constraints': {exc}") from None
+    return SpaceOverrides(fix=fix, free=tuple(free), ranges=ranges, constraints=tuple(constraints))
+
+
+def _plugin(r: _Reader, raw: Any, key: str, choices: tuple[str, ...] | None) -> PluginSpec:
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    data = r.mapping(raw, key, ("name", "options"))
+    name = r.text(data.get("name", _MISSING), f"{key}.name")
+    if choices is not None:
+        name = r.choice(name, f"{key}.name", choices)
+    else:
+        from dse.registry import evaluator_names
+
+        name = r.choice(name, f"{key}.name", tuple(evaluator_names()))
+    options = data.get("options", {}) or {}
+    if not isinstance(options, Mapping):
+        raise r.fail(f"{key}.options", options, "expected a mapping of option names to values")
+    return PluginSpec(name, dict(options))
+
+
+def _objectives(r: _Reader, raw: Any) -> tuple[Objective, ...]:
+    items = raw if isinstance(raw, list) else [raw]
+    out = []
+    for i, item in enumerate(items):
+        key = f"objectives[{i}]"
+        if isinstance(item, str):
+            metric = r.choice(item, key, OBJECTIVE_METRICS)
+            direction = "maximize" if metric in MAXIMIZE else "minimize"
+        else:
+            pair = r.mapping(item, key, OBJECTIVE_METRICS)
+            if len(pair) != 1:
+                raise r.fail(key, item, "expected one 'metric: maximize|minimize' pair")
+            metric, direction = next(iter(pair.items()))
+            direction = r.choice(direction, f"{key}.{metric}", ("maximize", "minimize"))
+        out.append(Objective(metric, direction))
+    if not out or len({o.metric for o in out}) != len(out):
+        raise r.fail("objectives", raw, "expected one or more distinct metrics")
+    return tuple(out)

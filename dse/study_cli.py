@@ -1,0 +1,205 @@
+"""Study commands: ``dse run``, ``dse studies``, ``dse best``, ``dse trials``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dse.errors import UsageError
+from dse.formatting import key_values, table
+from dse.storage import DEFAULT_STORAGE
+from dse.study.filters import apply_filter
+from dse.study.query import best_trials, list_studies, load_trials
+from dse.study.runner import RunSummary, run_study
+from dse.study.spec import load_study
+
+TILES = ("m_ct", "k_ct", "n_ct", "k_mt")
+SHOWN_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "bound", "balance",
+                 "macs_per_cycle", "l1_bytes", "l2_bytes", "dram_bytes")
+FORMATS = ("table", "csv", "json", "parquet")
+
+
+def _storage_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--storage", default=None,
+                   help=f"database URL or SQLite path (default: the study file's, else "
+                   f"./{DEFAULT_STORAGE})")
+
+
+class _Progress:
+    """A progress bar per workload with the best objective so far (on a terminal)."""
+
+    def __init__(self) -> None:
+        from tqdm import tqdm
+
+        self._tqdm = tqdm
+        self._bars: dict[str, Any] = {}
+        self._best: dict[str, float] = {}
+
+    def __call__(self, workload: str, done: int, total: int, best: float | None) -> None:
+        bar = self._bars.get(workload)
+        if bar is None:
+            bar = self._bars[workload] = self._tqdm(
+                total=total or None, desc=workload, unit="trial", file=sys.stderr,
+                disable=not sys.stderr.isatty(), leave=True)
+        if best is not None and best == best:
+            self._best[workload] = max(self._best.get(workload, best), best)
+        bar.n = done
+        bar.set_postfix(best=f"{self._best.get(workload, float('nan')):.4g}", refresh=True)
+
+    def close(self) -> None:
+        for bar in self._bars.values():
+            bar.close()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec = load_study(args.study).with_overrides(trials=args.trials, workers=args.workers)
+    progress = _Progress()
+    try:
+        summary = run_study(spec, args.storage, args.ray_address, progress)
+    finally:
+        progress.close()
+    _print_summary(summary, args.storage or spec.storage)
+    if summary.status == "interrupted":
+        print(f"interrupted: what finished is stored; run `dse run {args.study}` again to "
+              "resume", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _print_summary(summary: RunSummary, storage: str | None) -> None:
+    print(f"study {summary.study}: {summary.status} in {summary.elapsed_s:.1f} s "
+          f"({summary.storage})")
+    frame = load_trials(storage, summary.study)
+    best = best_trials(frame, top=1)
+    for w in summary.workloads:
+        print(f"\n{w.workload.shape} {w.workload.dtype.name} (B {w.workload.b_layout}): "
+              f"{w.trials} trials; this run evaluated {w.evaluated}, served {w.cached} from "
+              f"the store, {w.infeasible} infeasible, {w.failed} failed")
+        rows = best[(best["shape"] == w.workload.shape) & (best["dtype"] == w.workload.dtype.name)
+                    & (best["b_layout"] == w.workload.b_layout)] if not best.empty else best
+        if rows.empty:
+            print("  no feasible configuration found yet")
+            continue
+        if len(rows) > 1:
+            print(f"  Pareto front ({len(rows)} configs):")
+            print(table(rows.to_dict("records"), (*TILES, *_objective_columns(frame), "bound")))
+            continue
+        top = rows.iloc[0].to_dict()
+        print(f"  best configuration (trial {top['number']}): "
+              + ", ".join(f"{k}={top[k]}" for k in _param_columns(frame)))
+        print(key_values({k: top[k] for k in SHOWN_METRICS if k in top}, indent="    "))
+        side = "compute" if top["bound"] == "compute" else "memory"
+        print(f"  {side}-bound: compute {top['t_comp_s'] * 1e3:.3f} ms vs memory "
+              f"{top['t_mem_s'] * 1e3:.3f} ms (balance {top['balance']:.2f})")
+
+
+def _objective_columns(frame: pd.DataFrame) -> list[str]:
+    return [o[0] for o in frame.attrs.get("objectives", [("tops", "maximize")])]
+
+
+def _param_columns(frame: pd.DataFrame) -> list[str]:
+    """Tile sizes plus every other parameter that varies in the study."""
+    from dse.study.query import PARAM_HINT
+
+    varying = [c for c in PARAM_HINT if c in frame.columns and c not in TILES
+               and c not in ("shape", "dtype") and frame[c].nunique() > 1]
+    return [*TILES, *varying]
+
+
+def cmd_studies(args: argparse.Namespace) -> int:
+    frame = list_studies(args.storage)
+    if args.json:
+        print(frame.to_json(orient="records", date_format="iso", indent=2))
+    elif frame.empty:
+        print("no studies")
+    else:
+        print(table(frame.to_dict("records"), list(frame.columns)))
+    return 0
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    if args.top < 1:
+        raise UsageError(f"--top must be at least 1, got {args.top}")
+    frame = load_trials(args.storage, args.study)
+    best = best_trials(frame, args.top)
+    if args.json:
+        print(best.to_json(orient="records", date_format="iso", indent=2))
+        return 0
+    if best.empty:
+        print(f"study {args.study} has no ok trial yet")
+        return 0
+    columns = ["number", "shape", "dtype", *_param_columns(frame),
+               *dict.fromkeys([*_objective_columns(frame), "tops", "latency_s", "bound",
+                               "balance", "l1_bytes"])]
+    print(table(best.to_dict("records"), columns))
+    return 0
+
+
+def cmd_trials(args: argparse.Namespace) -> int:
+    frame = load_trials(args.storage, args.study)
+    if args.where:
+        frame = apply_filter(frame, args.where)
+    if args.sort:
+        key = args.sort.lstrip("-")
+        if key not in frame.columns:
+            raise UsageError(f"--sort: unknown column {key!r}; columns: "
+                             f"{', '.join(map(str, frame.columns))}")
+        frame = frame.sort_values(key, ascending=not args.sort.startswith("-"), kind="stable")
+    if args.format == "parquet" and not args.out:
+        raise UsageError("--format parquet writes a binary file: give --out FILE")
+    out = Path(args.out) if args.out else None
+    if args.format == "table":
+        columns = [c for c in ("number", "shape", "dtype", "status", *_param_columns(frame),
+                               "tops", "latency_s", "bound", "reason") if c in frame.columns]
+        text = table(frame.to_dict("records"), columns) if len(frame) else "no trials"
+    elif args.format == "csv":
+        text = frame.to_csv(index=False)
+    elif args.format == "json":
+        text = frame.to_json(orient="records", date_format="iso", indent=2)
+    else:
+        frame.to_parquet(out, index=False)
+        print(f"wrote {len(frame)} trials to {out}", file=sys.stderr)
+        return 0
+    if out:
+        out.write_text(text if text.endswith("\n") else text + "\n")
+        print(f"wrote {len(frame)} trials to {out}", file=sys.stderr)
+    else:
+        print(text)
+    return 0
+
+
+def add_study_commands(sub: Any) -> None:
+    run = sub.add_parser("run", help="run or resume a study file")
+    run.add_argument("study", help="study file (YAML)")
+    _storage_arg(run)
+    run.add_argument("--workers", type=int, help="parallel evaluations (Ray) for evaluators "
+                     "that are not vectorised")
+    run.add_argument("--trials", type=int, help="trials per workload (overrides budget.trials)")
+    run.add_argument("--ray-address", help="existing Ray cluster to run evaluations on")
+    run.set_defaults(func=cmd_run)
+
+    studies = sub.add_parser("studies", help="list studies with counts and best")
+    _storage_arg(studies)
+    studies.add_argument("--json", action="store_true")
+    studies.set_defaults(func=cmd_studies)
+
+    best = sub.add_parser("best", help="best configurations of a study (Pareto front for "
+                          "several objectives)")
+    best.add_argument("study")
+    _storage_arg(best)
+    best.add_argument("--top", type=int, default=10)
+    best.add_argument("--json", action="store_true")
+    best.set_defaults(func=cmd_best)
+
+    trials = sub.add_parser("trials", help="query a study's trials")
+    trials.add_argument("study")
+    _storage_arg(trials)
+    trials.add_argument("--where", metavar="EXPR", help="filter, e.g. \"tops > 30 and k_ct <= 64\"")
+    trials.add_argument("--sort", metavar="KEY", help="column to sort by; -KEY for descending")
+    trials.add_argument("--format", choices=FORMATS, default="table")
+    trials.add_argument("--out", metavar="FILE", help="write to FILE instead of the terminal")
+    trials.set_defaults(func=cmd_trials)
