@@ -8,32 +8,34 @@ import numpy as np
 
 from dse.errors import UsageError
 from evaluators.base import EvalContext
-from search_spaces.base import batch_take
+from search_spaces.base import ConfigBatch, batch_take
 
 if TYPE_CHECKING:
     from dse.study.runner import StudyRunner, WorkloadSummary
+    from dse.study.spec import StudySpec
 
 DEFAULT_MAX_CONFIGS = 200_000
 SLICE = 2_000
 
 
-def run_exhaustive(runner: StudyRunner, ctx: EvalContext, workload_id: int,
-                   summary: WorkloadSummary) -> None:
-    """Evaluate and store every feasible config (in a fixed order, so a resumed run skips what
-    is stored). Infeasible configs are not stored: the space rejects them by rule."""
-    spec = runner.spec
+def feasible_configs(ctx: EvalContext, spec: StudySpec) -> ConfigBatch:
+    """Every feasible config of the study's space for one workload, in a fixed order.
+
+    Raises:
+        UsageError: none is feasible, or more than the sampler's ``max_configs``.
+    """
     options = dict(spec.sampler.options)
     limit = options.pop("max_configs", DEFAULT_MAX_CONFIGS)
     if options:
         raise UsageError(f"sampler 'exhaustive' has no option {next(iter(options))!r}; "
                          "options: max_configs")
-    feasible_parts = []
+    parts = []
     for batch, _ in ctx.space.chunks(fix=spec.space.fix, free=spec.space.free):
         ok = ctx.space.check(batch).ok
         for name, (lo, hi) in spec.space.ranges.items():
             ok &= (batch[name] >= lo) & (batch[name] <= hi)
-        feasible_parts.append(batch_take(batch, np.flatnonzero(ok)))
-    feasible = {k: np.concatenate([p[k] for p in feasible_parts]) for k in feasible_parts[0]}
+        parts.append(batch_take(batch, np.flatnonzero(ok)))
+    feasible = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     total = len(feasible["m_ct"])
     if total == 0:
         raise UsageError(f"{spec.source}: no feasible configuration in the space of "
@@ -43,6 +45,16 @@ def run_exhaustive(runner: StudyRunner, ctx: EvalContext, workload_id: int,
                          f"configs (limit {limit:,}): narrow the space (space.fix, space.range) "
                          "or raise sampler.options.max_configs, or use `dse search`, which "
                          "keeps only the best")
+    return feasible
+
+
+def run_exhaustive(runner: StudyRunner, ctx: EvalContext, workload_id: int,
+                   summary: WorkloadSummary) -> None:
+    """Evaluate and store every feasible config (in a fixed order, so a resumed run skips what
+    is stored). Infeasible configs are not stored: the space rejects them by rule."""
+    spec = runner.spec
+    feasible = feasible_configs(ctx, spec)
+    total = len(feasible["m_ct"])
     budget = total if spec.budget.trials is None else min(total, spec.budget.trials)
     while summary.trials < budget and not runner.out_of_time():
         stop = min(summary.trials + SLICE, budget)

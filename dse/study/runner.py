@@ -29,7 +29,7 @@ from dse.results import EvalResult, Status
 from dse.storage import ResultStore
 from dse.storage.journal import SqlJournalBackend
 from dse.storage.store import config_key
-from dse.study.exhaustive import run_exhaustive
+from dse.study.exhaustive import feasible_configs, run_exhaustive
 from dse.study.pool import make_pool
 from dse.study.recorder import Recorder
 from dse.study.samplers import make_sampler
@@ -81,6 +81,12 @@ class StudyRunner:
         self.evaluator = build_evaluator(spec.evaluator.name, spec.evaluator.options)
         self.owner = owner_id()
         self.deadline = (time.monotonic() + spec.budget.time_s) if spec.budget.time_s else None
+        for workload in spec.workloads:  # refuse impossible spaces before touching the store
+            ctx = self.context(workload)
+            if spec.sampler.name == "exhaustive":
+                feasible_configs(ctx, spec)
+            else:
+                _require_feasible(ctx, spec)
         with store.session() as s:
             target_id = store.target_id(s, self.target.digest(), self.target.name,
                                         self.target.to_dict())
@@ -134,10 +140,14 @@ class StudyRunner:
         return RunSummary(self.spec.name, self.store.safe_url, status,
                           time.monotonic() - start, summaries)
 
-    def _run_workload(self, workload: GemmWorkload) -> WorkloadSummary:
+    def context(self, workload: GemmWorkload) -> EvalContext:
         space = search_space_class(self.target.space)(
             self.target, workload, extra_constraints=self.spec.space.constraints)
-        ctx = EvalContext(self.target, workload, space)
+        return EvalContext(self.target, workload, space)
+
+    def _run_workload(self, workload: GemmWorkload) -> WorkloadSummary:
+        ctx = self.context(workload)
+        space = ctx.space
         with self.store.session() as s:
             workload_id = self.store.workload_id(s, {**workload.to_dict(), "space": space.name})
             done = self.store.trial_count(s, self.study_id, workload_id)
@@ -145,7 +155,6 @@ class StudyRunner:
         if self.spec.sampler.name == "exhaustive":
             run_exhaustive(self, ctx, workload_id, summary)
             return summary
-        _require_feasible(ctx, self.spec)
         encoding = space.optuna_encoding(self.spec.space.fix, self.spec.space.free,
                                          self.spec.space.ranges)
         distributions = encoding.distributions()
@@ -244,6 +253,14 @@ def _require_feasible(ctx: EvalContext, spec: StudySpec) -> None:
             rule = ctx.space.constraints[int(index)].name
             counts[rule] = counts.get(rule, 0) + 1
     reasons = ", ".join(f"{k} ({v:,})" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+    if not reasons:  # nothing could even be generated: show why the smallest tiles fail
+        spec_in = ctx.target.input_spec(ctx.workload.dtype.input)
+        smallest = {"m_ct": spec_in.r * spec_in.expand_r, "k_ct": spec_in.s,
+                    "n_ct": spec_in.t * spec_in.expand_t}
+        probe = {**smallest, **spec.space.fix}
+        probe.setdefault("k_mt", probe["k_ct"])
+        batch = ctx.space.encode([ctx.space.resolve(probe)])
+        reasons = ctx.space.explain(batch, 0) or "the ranges"
     raise UsageError(
         f"{spec.source}: no configuration of {ctx.workload.shape} {ctx.workload.dtype.name} on "
         f"{ctx.target.name} satisfies the study's space (fix {spec.space.fix or '{}'}, ranges "

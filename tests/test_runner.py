@@ -1,0 +1,139 @@
+"""The study runner on real databases: budgets, resume, cache, failures, Pareto, exhaustive."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from sqlalchemy import func, select
+
+from dse.errors import UsageError
+from dse.storage import ResultStore
+from dse.storage import models as m
+from dse.storage.journal import SqlJournalBackend
+from dse.study.query import best_trials, load_trials
+from dse.study.runner import run_study
+from tests.study_helpers import make_spec
+
+
+def count(storage, model) -> int:
+    store = ResultStore(storage)
+    with store.session() as s:
+        return int(s.scalar(select(func.count()).select_from(model)))
+
+
+def test_budget_resume_and_extension(storage_url):
+    spec = make_spec(budget={"trials": 30})
+    summary = run_study(spec, storage_url)
+    assert summary.status == "finished" and summary.workloads[0].trials == 30
+    frame = load_trials(storage_url, "t")
+    assert list(frame["number"]) == list(range(30))
+    assert set(frame["status"]) <= {"ok", "infeasible"}
+    assert frame.loc[frame["status"] == "infeasible", "reason"].str.len().gt(0).all()
+
+    again = run_study(spec, storage_url)  # nothing left to do
+    assert again.workloads[0].trials == 30 and again.workloads[0].evaluated == 0
+    more = run_study(spec.with_overrides(trials=45), storage_url)
+    assert more.workloads[0].trials == 45
+    frame = load_trials(storage_url, "t")
+    assert list(frame["number"]) == list(range(45))
+    # Optuna's persisted state agrees with the trials table
+    store = ResultStore(storage_url)
+    with store.session() as s:
+        study_id = store.require_study(s, "t").id
+    journal = optuna.storages.JournalStorage(SqlJournalBackend(store, study_id))
+    (summary_study,) = optuna.get_all_study_summaries(journal)
+    assert summary_study.n_trials == 45
+
+
+def test_same_configs_are_served_from_the_store(storage_url):
+    fixed = {"fix": {"m_ct": 128, "n_ct": 128, "k_ct": 64}}
+    first = run_study(make_spec("a", sampler="exhaustive", space=fixed, budget={}), storage_url)
+    evaluated = first.workloads[0].evaluated
+    assert evaluated > 5
+    second = run_study(make_spec("b", sampler="exhaustive", space=fixed, budget={}), storage_url)
+    assert second.workloads[0].evaluated == 0 and second.workloads[0].cached == evaluated
+    assert count(storage_url, m.EvaluationRow) == evaluated
+    assert count(storage_url, m.TrialRow) == 2 * evaluated
+
+
+def test_failed_evaluations_are_stored_and_do_not_stop_the_study(tmp_path):
+    storage = str(tmp_path / "r.db")
+    spec = make_spec(evaluator={"name": "synthetic", "options": {"work_s": 0.0,
+                                                                 "fail_fraction": 0.5}},
+                     budget={"trials": 40})
+    summary = run_study(spec, storage)
+    assert summary.status == "finished" and summary.workloads[0].failed > 0
+    frame = load_trials(storage, "t")
+    failed = frame[frame["status"] == "failed"]
+    assert len(failed) == summary.workloads[0].failed
+    assert failed["reason"].str.contains("synthetic failure").all()
+
+
+def test_multi_objective_pareto_front(tmp_path):
+    storage = str(tmp_path / "r.db")
+    spec = make_spec(objectives=["tops", "l1_bytes"], sampler="nsga2", budget={"trials": 60})
+    run_study(spec, storage)
+    frame = load_trials(storage, "t")
+    front = best_trials(frame)
+    ok = frame[frame["status"] == "ok"]
+    assert 1 <= len(front) <= len(ok)
+    for _, point in front.iterrows():  # nothing in the study dominates a front point
+        dominated = (ok["tops"] >= point["tops"]) & (ok["l1_bytes"] <= point["l1_bytes"]) & (
+            (ok["tops"] > point["tops"]) | (ok["l1_bytes"] < point["l1_bytes"]))
+        assert not dominated.any()
+
+
+def test_exhaustive_sampler_and_its_limit(tmp_path):
+    storage = str(tmp_path / "r.db")
+    spec = make_spec(sampler="exhaustive", budget={},
+                     space={"fix": {"m_ct": 128, "n_ct": 64}, "range": {"k_ct": [32, 64]}})
+    summary = run_study(spec, storage)
+    frame = load_trials(storage, "t")
+    assert summary.workloads[0].trials == len(frame) > 0
+    assert set(frame["k_ct"]) <= {32, 40, 48, 56, 64} and (frame["status"] == "ok").all()
+    too_big = make_spec("big", sampler={"name": "exhaustive", "options": {"max_configs": 10}},
+                        budget={})
+    with pytest.raises(UsageError, match="would store .* configs \\(limit 10\\)"):
+        run_study(too_big, storage)
+
+
+def test_impossible_space_is_refused_before_storing(tmp_path):
+    storage = str(tmp_path / "r.db")
+    run_study(make_spec("keep", budget={"trials": 5}), storage)
+    before = load_trials(storage, "keep")
+    spec = make_spec("impossible", space={"fix": {"m_ct": 1024, "n_ct": 1024}})
+    with pytest.raises(UsageError, match="no configuration .* satisfies the study's space.*"
+                       "L1 overflow"):
+        run_study(spec, storage)
+    assert load_trials(storage, "keep").equals(before)
+    with ResultStore(storage).session() as s:
+        assert ResultStore(storage).study(s, "impossible") is None
+
+
+def test_changed_definition_is_refused(tmp_path):
+    storage = str(tmp_path / "r.db")
+    run_study(make_spec(budget={"trials": 3}), storage)
+    with pytest.raises(UsageError, match="already exists .* different sampler"):
+        run_study(make_spec(sampler="tpe"), storage)
+
+
+def test_time_budget_stops_the_study(tmp_path):
+    storage = str(tmp_path / "r.db")
+    spec = make_spec(evaluator={"name": "synthetic", "options": {"work_s": 0.02}},
+                     budget={"time_s": 0.5})
+    summary = run_study(spec, storage)
+    assert 1 <= summary.workloads[0].trials < 200
+    assert len(load_trials(storage, "t")) == summary.workloads[0].trials
+
+
+def test_several_workloads(tmp_path):
+    storage = str(tmp_path / "r.db")
+    spec = make_spec(workload=None, workloads={"grid": {"shape": ["1024x1024x1024",
+                                                                  "2048x1024x512"],
+                                                        "dtype": ["int8-int8", "bf16-bf16"]}},
+                     budget={"trials": 8})
+    summary = run_study(spec, storage)
+    assert [w.trials for w in summary.workloads] == [8, 8, 8, 8]
+    frame = load_trials(storage, "t")
+    assert len(frame) == 32 and frame.groupby(["shape", "dtype"]).size().eq(8).all()
+    assert len(best_trials(frame, top=1)) == 4

@@ -1,0 +1,73 @@
+"""The results store on real SQLite and PostgreSQL databases."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select, update
+
+from dse.storage import ResultStore, StorageError, canonical_key
+from dse.storage import models as m
+from dse.storage.journal import SqlJournalBackend
+
+
+def test_schema_is_created_and_versioned(storage_url):
+    store = ResultStore(storage_url)
+    assert store.schema_version() == m.SCHEMA_VERSION
+    assert ResultStore(storage_url).schema_version() == m.SCHEMA_VERSION  # reopen is a no-op
+
+
+def test_newer_schema_is_refused(storage_url):
+    store = ResultStore(storage_url)
+    with store.session() as s:
+        s.execute(update(m.Meta).values(value=str(m.SCHEMA_VERSION + 1)))
+    with pytest.raises(StorageError, match="schema version 2; this dse knows up to 1"):
+        ResultStore(storage_url)
+
+
+def test_unreachable_database():
+    with pytest.raises(StorageError, match="cannot use storage"):
+        ResultStore("postgresql://nobody@127.0.0.1:1/none")
+
+
+def test_canonical_key_ignores_order():
+    assert canonical_key({"a": 1, "b": [1, 2]}) == canonical_key({"b": [1, 2], "a": 1})
+    assert canonical_key({"a": 1}) != canonical_key({"a": 2})
+
+
+def test_configs_and_evaluations_are_stored_once(storage_url):
+    store = ResultStore(storage_url)
+    with store.session() as s:
+        target = store.target_id(s, "abc", "t", {"x": 1})
+        assert store.target_id(s, "abc", "t", {"x": 1}) == target
+        workload = store.workload_id(s, {"M": 1, "K": 2, "N": 3})
+        ids = store.config_ids(s, "space", [{"m": 1, "k": 2}, {"k": 2, "m": 1}, {"m": 2}])
+        assert ids[0] == ids[1] != ids[2]
+        row = {"target_id": target, "workload_id": workload, "config_id": ids[0],
+               "evaluator": "analytical", "version": "1", "fidelity": "analytical",
+               "status": "ok", "reason": None, "metrics": {"tops": 1.0}, "tops": 1.0,
+               "elapsed_s": 0.0, "host": "h", "versions": {}, "created_at": m.datetime.now()}
+        store.put_evaluations(s, [row])
+        store.put_evaluations(s, [dict(row, metrics={"tops": 2.0})])  # same identity: kept
+    with store.session() as s:
+        assert s.scalar(select(func.count()).select_from(m.EvaluationRow)) == 1
+        found = store.find_evaluations(s, target, workload, ids, "analytical", "1")
+        assert found[ids[0]].metrics == {"tops": 1.0}
+        assert not store.find_evaluations(s, target, workload, ids, "analytical", "2")
+
+
+def test_journal_commits_only_with_the_transaction(storage_url):
+    store = ResultStore(storage_url)
+    with store.session() as s:
+        study = store.create_study(s, "j", {}, store.target_id(s, "d", "t", {})).id
+    journal = SqlJournalBackend(store, study)
+    journal.append_logs([{"op": 1}, {"op": 2}])
+    assert list(journal.read_logs(0)) == [{"op": 1}, {"op": 2}]
+    with pytest.raises(RuntimeError), store.session() as s:
+        journal.flush(s)
+        raise RuntimeError("the batch failed")
+    assert SqlJournalBackend(store, study).read_logs(0) == []
+    journal.discard_pending()
+    journal.append_logs([{"op": 3}])
+    with store.session() as s:
+        journal.flush(s)
+    assert list(SqlJournalBackend(store, study).read_logs(0)) == [{"op": 3}]
