@@ -148,7 +148,8 @@ def cmd_trials(args: argparse.Namespace) -> int:
         if key not in frame.columns:
             raise UsageError(f"--sort: unknown column {key!r}; columns: "
                              f"{', '.join(map(str, frame.columns))}")
-        frame = frame.sort_values(key, ascending=not args.sort.startswith("-"), kind="stable")
+        descending = args.desc or args.sort.startswith("-")
+        frame = frame.sort_values(key, ascending=not descending, kind="stable")
     if args.format == "parquet" and not args.out:
         raise UsageError("--format parquet writes a binary file: give --out FILE")
     out = Path(args.out) if args.out else None
@@ -199,7 +200,9 @@ def add_study_commands(sub: Any) -> None:
     trials.add_argument("study")
     _storage_arg(trials)
     trials.add_argument("--where", metavar="EXPR", help="filter, e.g. \"tops > 30 and k_ct <= 64\"")
-    trials.add_argument("--sort", metavar="KEY", help="column to sort by; -KEY for descending")
+    trials.add_argument("--sort", metavar="KEY",
+                        help="column to sort by (--sort=-KEY or --desc for descending)")
+    trials.add_argument("--desc", action="store_true", help="sort in descending order")
     trials.add_argument("--format", choices=FORMATS, default="table")
     trials.add_argument("--out", metavar="FILE", help="write to FILE instead of the terminal")
     trials.set_defaults(func=cmd_trials)

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from optuna.storages import JournalStorage
 from optuna.storages.journal import BaseJournalBackend
+from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -34,8 +36,10 @@ class SqlJournalBackend(BaseJournalBackend):
         self._pending: list[dict[str, Any]] = []
 
     def read_logs(self, log_number_from: int) -> Iterable[dict[str, Any]]:
-        logs = self._committed + self._pending
-        return logs[log_number_from:]
+        committed = len(self._committed)
+        if log_number_from >= committed:
+            return self._pending[log_number_from - committed:]
+        return self._committed[log_number_from:] + self._pending
 
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
         self._pending.extend(logs)
@@ -59,3 +63,18 @@ class SqlJournalBackend(BaseJournalBackend):
     def discard_pending(self) -> None:
         """Forget lines whose transaction failed (the in-memory study must then be rebuilt)."""
         self._pending = []
+
+
+class DseJournalStorage(JournalStorage):
+    """Optuna's journal storage minus one full scan per ``ask``.
+
+    ``Study.ask`` first looks for enqueued (WAITING) trials by listing every trial of the study,
+    which makes each ask cost O(trials). dse never enqueues trials, so that query is answered
+    without the scan; every other query is Optuna's own.
+    """
+
+    def get_all_trials(self, study_id: int, deepcopy: bool = True,
+                       states: Any = None) -> list[FrozenTrial]:
+        if states is not None and tuple(states) == (TrialState.WAITING,):
+            return []
+        return super().get_all_trials(study_id, deepcopy=deepcopy, states=states)

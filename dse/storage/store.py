@@ -170,6 +170,14 @@ class ResultStore:
             found.update({key: row for key, row in rows})
         return found
 
+    def evaluated_keys(self, s: Session, target_id: int, workload_id: int, evaluator: str,
+                       version: str) -> set[str]:
+        """Config keys with a stored evaluation by this evaluator version."""
+        return set(s.scalars(select(m.ConfigRow.key).join(
+            m.EvaluationRow, m.EvaluationRow.config_id == m.ConfigRow.id).where(
+            m.EvaluationRow.target_id == target_id, m.EvaluationRow.workload_id == workload_id,
+            m.EvaluationRow.evaluator == evaluator, m.EvaluationRow.version == version)))
+
     def put_evaluations(self, s: Session, rows: list[dict[str, Any]]) -> None:
         """Insert evaluations; one already stored under the same identity is kept as is."""
         if not rows:

@@ -43,28 +43,40 @@ class Recorder:
         self.host, self.versions = host, versions
         self.commit_every, self.commit_interval_s = commit_every, commit_interval_s
         self._pending: list[_Trial] = []
-        self._pending_results: dict[tuple[int, str], EvalResult] = {}
+        self._results: dict[tuple[int, str], EvalResult] = {}  # seen by this run
+        self._stored_keys: dict[int, set[str]] = {}
         self._last_commit = time.monotonic()
 
     def lookup(self, workload_id: int, keys: list[str]) -> dict[str, EvalResult]:
-        """Known results of these configs: not yet committed ones first, then the database."""
-        found = {k: self._pending_results[(workload_id, k)] for k in keys
-                 if (workload_id, k) in self._pending_results}
-        missing = [k for k in keys if k not in found]
+        """Known results of these configs: this run's (committed or not), then the database's.
+
+        Which configs the database holds is read once per workload (then kept up to date with
+        this run's commits), so a miss costs no query and a repeat costs none either. An
+        evaluation another runner commits meanwhile is not seen as a hit; storing it again is a
+        no-op, so nothing is duplicated.
+        """
+        ev = self.evaluator
+        if workload_id not in self._stored_keys:
+            with self.store.session() as s:
+                self._stored_keys[workload_id] = self.store.evaluated_keys(
+                    s, self.target_id, workload_id, ev.name, ev.version)
+        found = {k: self._results[(workload_id, k)] for k in keys
+                 if (workload_id, k) in self._results}
+        missing = [k for k in keys if k not in found and k in self._stored_keys[workload_id]]
         if missing:
-            ev = self.evaluator
             with self.store.session() as s:
                 rows = self.store.find_evaluations_by_key(s, self.target_id, workload_id,
                                                           missing, ev.name, ev.version)
-            found.update({k: EvalResult(Status(r.status), {}, r.metrics, r.reason, r.elapsed_s)
-                          for k, r in rows.items()})
+            for k, r in rows.items():
+                found[k] = self._results[(workload_id, k)] = EvalResult(
+                    Status(r.status), {}, r.metrics, r.reason, r.elapsed_s)
         return found
 
     def add(self, workload_id: int, keys: list[str], configs: list[dict[str, Any]],
             results: list[EvalResult], cached: list[bool]) -> None:
         for key, params, result, hit in zip(keys, configs, results, cached, strict=True):
             self._pending.append(_Trial(workload_id, key, params, result, hit))
-            self._pending_results.setdefault((workload_id, key), result)
+            self._results.setdefault((workload_id, key), result)
         if (len(self._pending) >= self.commit_every
                 or time.monotonic() - self._last_commit >= self.commit_interval_s):
             self.flush()
@@ -110,7 +122,8 @@ class Recorder:
         except Exception:
             self.journal.discard_pending()
             raise
+        for trial in self._pending:
+            self._stored_keys.setdefault(trial.workload_id, set()).add(trial.key)
         self.next_number += len(self._pending)
         self._pending = []
-        self._pending_results = {}
         self._last_commit = time.monotonic()

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import optuna
-from optuna.storages import JournalStorage
 from optuna.trial import TrialState
 
 import dse
@@ -27,7 +26,7 @@ from dse.problem import build_evaluator
 from dse.registry import search_space_class
 from dse.results import EvalResult, Status
 from dse.storage import ResultStore
-from dse.storage.journal import SqlJournalBackend
+from dse.storage.journal import DseJournalStorage, SqlJournalBackend
 from dse.storage.store import config_key
 from dse.study.exhaustive import feasible_configs, run_exhaustive
 from dse.study.pool import make_pool
@@ -159,7 +158,7 @@ class StudyRunner:
                                          self.spec.space.ranges)
         distributions = encoding.distributions()
         study = optuna.create_study(
-            storage=JournalStorage(self.journal), load_if_exists=True,
+            storage=DseJournalStorage(self.journal), load_if_exists=True,
             study_name=f"{workload.shape} {workload.dtype.name} B {workload.b_layout}",
             directions=[o.direction for o in self.spec.objectives],
             sampler=make_sampler(self.spec, self.batch_size))
