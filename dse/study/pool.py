@@ -37,7 +37,8 @@ class InProcessPool:
 
 
 class RayPool:
-    """One Ray task per config on a local embedded Ray (``workers`` CPUs) or a cluster."""
+    """Ray tasks on a local embedded Ray (``workers`` CPUs) or a cluster; a batch is split into
+    two chunks per worker (fewer tasks than configs, still balanced)."""
 
     def __init__(self, workers: int, address: str | None = None) -> None:
         import ray
@@ -56,14 +57,16 @@ class RayPool:
         if evaluator is not self._evaluator:  # ship the evaluator to the object store once
             self._evaluator, self._evaluator_ref = evaluator, self._ray.put(evaluator)
         ctx_ref = self._ray.put(ctx)
-        refs = [self._task.remote(self._evaluator_ref, batch_take(batch, np.array([i])), ctx_ref)
-                for i in range(len(batch["m_ct"]))]
+        n = len(batch["m_ct"])
+        chunks = [c for c in np.array_split(np.arange(n), min(n, 2 * self.workers)) if len(c)]
+        refs = [self._task.remote(self._evaluator_ref, batch_take(batch, c), ctx_ref)
+                for c in chunks]
         out: list[EvalResult] = []
-        for i, ref in enumerate(refs):
+        for chunk, ref in zip(chunks, refs, strict=True):
             try:
                 out.extend(self._ray.get(ref))
-            except Exception as exc:  # noqa: BLE001 - a lost worker fails its config only
-                out.extend(failed_results(batch_take(batch, np.array([i])), ctx, repr(exc)))
+            except Exception as exc:  # noqa: BLE001 - a lost worker fails its chunk only
+                out.extend(failed_results(batch_take(batch, chunk), ctx, repr(exc)))
         return out
 
     def close(self) -> None:
