@@ -86,6 +86,22 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert optuna.get_all_study_summaries(journal)[0].n_trials == 150
 
 
+def test_ctrl_c_commits_what_finished_then_resumes(tmp_path):
+    storage = str(tmp_path / "results.db")
+    path = study_file(tmp_path, "interrupted", trials=200, work_s=0.02)
+    proc = subprocess.Popen([*DSE, "run", str(path), "--storage", storage],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: stored_trials(storage, "interrupted") >= 20)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "run `dse run" in err
+    stopped_at = stored_trials(storage, "interrupted")
+    assert 20 <= stopped_at < 200
+    summary = run_study(load_study(path), storage)
+    assert summary.workloads[0].trials == 200
+    assert list(load_trials(storage, "interrupted")["number"]) == list(range(200))
+
+
 def _run_two(tmp_path: Path, storage: str) -> None:
     paths = [study_file(tmp_path, name, trials=60, work_s=0.005) for name in ("one", "two")]
     procs = [subprocess.Popen([*DSE, "run", str(p), "--storage", storage],

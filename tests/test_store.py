@@ -63,11 +63,14 @@ def test_journal_commits_only_with_the_transaction(storage_url):
     journal.append_logs([{"op": 1}, {"op": 2}])
     assert list(journal.read_logs(0)) == [{"op": 1}, {"op": 2}]
     with pytest.raises(RuntimeError), store.session() as s:
-        journal.flush(s)
-        raise RuntimeError("the batch failed")
+        journal.write_pending(s)
+        raise RuntimeError("the window failed")
     assert SqlJournalBackend(store, study).read_logs(0) == []
-    journal.discard_pending()
+    assert journal.pending == 2  # still pending: a retry writes them whole
     journal.append_logs([{"op": 3}])
     with store.session() as s:
-        journal.flush(s)
-    assert list(SqlJournalBackend(store, study).read_logs(0)) == [{"op": 3}]
+        journal.write_pending(s)
+    journal.mark_committed()
+    assert list(SqlJournalBackend(store, study).read_logs(0)) == [{"op": 1}, {"op": 2},
+                                                                 {"op": 3}]
+    assert list(journal.read_logs(2)) == [{"op": 3}]

@@ -2,10 +2,10 @@
 
 Optuna's ``JournalStorage`` keeps a study as the replay of an append-only log. This backend keeps
 one log per dse study in a table of the same database as the results, and holds appended lines
-in memory until :meth:`flush`, which the runner calls inside the transaction that stores the
-batch's evaluations and trials. Optuna's state and the results therefore commit together: a
-killed run resumes from exactly the last committed batch, and each trial costs one bulk insert
-instead of Optuna's RDB storage's many small transactions.
+in memory until :meth:`write_pending`, which the runner calls inside the transaction that stores
+the window's evaluations and trials. Optuna's state and the results therefore commit together: a
+killed run resumes from exactly the last committed window, and a window costs one bulk insert
+instead of Optuna's RDB storage's many small transactions per trial.
 """
 
 from __future__ import annotations
@@ -48,20 +48,17 @@ class SqlJournalBackend(BaseJournalBackend):
     def pending(self) -> int:
         return len(self._pending)
 
-    def flush(self, s: Session) -> None:
-        """Write the pending lines in the caller's transaction."""
-        if not self._pending:
-            return
+    def write_pending(self, s: Session) -> None:
+        """Insert the pending lines in the caller's transaction; call :meth:`mark_committed`
+        once it has committed (until then they stay pending, so a retry writes them again)."""
         start = len(self._committed)
         rows = [{"study_id": self._study_id, "seq": start + i, "log": log}
                 for i, log in enumerate(self._pending)]
         for first in range(0, len(rows), 1000):
             s.execute(m.JournalRow.__table__.insert(), rows[first:first + 1000])
-        self._committed.extend(self._pending)
-        self._pending = []
 
-    def discard_pending(self) -> None:
-        """Forget lines whose transaction failed (the in-memory study must then be rebuilt)."""
+    def mark_committed(self) -> None:
+        self._committed.extend(self._pending)
         self._pending = []
 
 

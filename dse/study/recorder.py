@@ -82,46 +82,44 @@ class Recorder:
             self.flush()
 
     def flush(self) -> None:
-        """Write the pending window in one transaction (nothing of it on failure)."""
+        """Write the pending window in one transaction. On failure nothing of it is written
+        and it all stays pending, so calling again (say after Ctrl-C) writes it whole."""
         if not self._pending and not self.journal.pending:
             return
         ev, created = self.evaluator, now()
-        try:
-            with self.store.session() as s:
-                ids = self.store.config_ids(s, self.space, [t.params for t in self._pending])
-                new_rows, seen = [], set()
-                for trial, cid in zip(self._pending, ids, strict=True):
-                    if trial.cached or (trial.workload_id, cid) in seen:
-                        continue
-                    seen.add((trial.workload_id, cid))
-                    r = trial.result
-                    new_rows.append({
-                        "target_id": self.target_id, "workload_id": trial.workload_id,
-                        "config_id": cid, "evaluator": ev.name, "version": ev.version,
-                        "fidelity": ev.fidelity, "status": r.status.value, "reason": r.reason,
-                        "metrics": r.metrics, "tops": r.metrics.get("tops"),
-                        "elapsed_s": r.elapsed_s, "host": self.host, "versions": self.versions,
-                        "created_at": created})
-                self.store.put_evaluations(s, new_rows)
-                trial_rows = []
-                for workload_id in {t.workload_id for t in self._pending}:
-                    wanted = [cid for t, cid in zip(self._pending, ids, strict=True)
-                              if t.workload_id == workload_id]
-                    stored = self.store.find_evaluations(s, self.target_id, workload_id, wanted,
-                                                         ev.name, ev.version)
-                    trial_rows += [{
-                        "study_id": self.study_id, "number": self.next_number + i,
-                        "workload_id": workload_id, "config_id": cid,
-                        "evaluation_id": stored[cid].id, "status": t.result.status.value,
-                        "cached": int(t.cached), "created_at": created}
-                        for i, (t, cid) in enumerate(zip(self._pending, ids, strict=True))
-                        if t.workload_id == workload_id]
-                self.store.add_trials(s, trial_rows)
-                self.journal.flush(s)
-                self.renew_lease(s)
-        except Exception:
-            self.journal.discard_pending()
-            raise
+        with self.store.session() as s:
+            ids = self.store.config_ids(s, self.space, [t.params for t in self._pending])
+            new_rows, seen = [], set()
+            for trial, cid in zip(self._pending, ids, strict=True):
+                if trial.cached or (trial.workload_id, cid) in seen:
+                    continue
+                seen.add((trial.workload_id, cid))
+                r = trial.result
+                new_rows.append({
+                    "target_id": self.target_id, "workload_id": trial.workload_id,
+                    "config_id": cid, "evaluator": ev.name, "version": ev.version,
+                    "fidelity": ev.fidelity, "status": r.status.value, "reason": r.reason,
+                    "metrics": r.metrics, "tops": r.metrics.get("tops"),
+                    "elapsed_s": r.elapsed_s, "host": self.host, "versions": self.versions,
+                    "created_at": created})
+            self.store.put_evaluations(s, new_rows)
+            trial_rows = []
+            for workload_id in {t.workload_id for t in self._pending}:
+                wanted = [cid for t, cid in zip(self._pending, ids, strict=True)
+                          if t.workload_id == workload_id]
+                stored = self.store.find_evaluations(s, self.target_id, workload_id, wanted,
+                                                     ev.name, ev.version)
+                trial_rows += [{
+                    "study_id": self.study_id, "number": self.next_number + i,
+                    "workload_id": workload_id, "config_id": cid,
+                    "evaluation_id": stored[cid].id, "status": t.result.status.value,
+                    "cached": int(t.cached), "created_at": created}
+                    for i, (t, cid) in enumerate(zip(self._pending, ids, strict=True))
+                    if t.workload_id == workload_id]
+            self.store.add_trials(s, trial_rows)
+            self.journal.write_pending(s)
+            self.renew_lease(s)
+        self.journal.mark_committed()
         for trial in self._pending:
             self._stored_keys.setdefault(trial.workload_id, set()).add(trial.key)
         self.next_number += len(self._pending)

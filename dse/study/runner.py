@@ -162,6 +162,9 @@ class StudyRunner:
             study_name=f"{workload.shape} {workload.dtype.name} B {workload.b_layout}",
             directions=[o.direction for o in self.spec.objectives],
             sampler=make_sampler(self.spec, self.batch_size))
+        # A trial asked but never told (the run stopped in between) would stay RUNNING forever.
+        for stale in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            study.tell(stale.number, state=TrialState.FAIL)
         budget = self.spec.budget.trials
         while (budget is None or summary.trials < budget) and not self.out_of_time():
             n = self.batch_size if budget is None else min(self.batch_size,
