@@ -74,3 +74,14 @@ def test_journal_commits_only_with_the_transaction(storage_url):
     assert list(SqlJournalBackend(store, study).read_logs(0)) == [{"op": 1}, {"op": 2},
                                                                  {"op": 3}]
     assert list(journal.read_logs(2)) == [{"op": 3}]
+
+
+def _open(url: str) -> int:
+    return ResultStore(url).schema_version()
+
+
+def test_many_processes_create_one_schema(storage_url):
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        assert pool.map(_open, [storage_url] * 4) == [m.SCHEMA_VERSION] * 4

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, func, inspect, select, update
+from sqlalchemy import Table, func, inspect, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
 from dse.errors import DseError, UsageError
@@ -81,13 +82,28 @@ class ResultStore:
             raise
 
     # -- schema -------------------------------------------------------------------------------
+    def _create_schema(self) -> None:
+        """Create the tables once, even when several processes open a new database at once."""
+        for attempt in range(5):
+            if "dse_meta" in set(inspect(self.engine).get_table_names()):
+                return
+            try:
+                with self.engine.begin() as conn:
+                    if self.dialect == "postgresql":  # DDL is transactional: serialise it
+                        conn.execute(text("SELECT pg_advisory_xact_lock(74260001)"))
+                    m.Base.metadata.create_all(conn, checkfirst=True)
+                    insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+                    conn.execute(insert(m.Meta.__table__).on_conflict_do_nothing(
+                        index_elements=["key"]),
+                        [{"key": "schema_version", "value": str(m.SCHEMA_VERSION)}])
+                return
+            except (IntegrityError, OperationalError, ProgrammingError):
+                if attempt == 4:  # another process kept creating the same tables
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
     def _migrate(self) -> None:
-        tables = set(inspect(self.engine).get_table_names())
-        if "dse_meta" not in tables:
-            m.Base.metadata.create_all(self.engine, checkfirst=True)
-            with self.session() as s:
-                self._insert_ignore(s, m.Meta.__table__, [
-                    {"key": "schema_version", "value": str(m.SCHEMA_VERSION)}], "key")
+        self._create_schema()
         with self.session() as s:
             version = int(s.scalar(select(m.Meta.value).where(m.Meta.key == "schema_version")))
         if version > m.SCHEMA_VERSION:
