@@ -92,9 +92,9 @@ def _print_summary(summary: RunSummary, storage: str | None) -> None:
         print(f"  best configuration (trial {top['number']}): "
               + ", ".join(f"{k}={top[k]}" for k in _param_columns(frame)))
         print(key_values({k: top[k] for k in SHOWN_METRICS if k in top}, indent="    "))
-        side = "compute" if top["bound"] == "compute" else "memory"
-        print(f"  {side}-bound: compute {top['t_comp_s'] * 1e3:.3f} ms vs memory "
-              f"{top['t_mem_s'] * 1e3:.3f} ms (balance {top['balance']:.2f})")
+        print(f"  {top['bound']}-bound: the cores are busy {top['t_core_s'] * 1e3:.3f} ms "
+              f"(kernels {top['t_comp_s'] * 1e3:.3f} ms, the rest zeroing and C drains), DRAM "
+              f"{top['t_mem_s'] * 1e3:.3f} ms (balance t_comp/t_mem = {top['balance']:.2f})")
 
 
 def _objective_columns(frame: pd.DataFrame) -> list[str]:

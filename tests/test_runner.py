@@ -137,3 +137,28 @@ def test_several_workloads(tmp_path):
     frame = load_trials(storage, "t")
     assert len(frame) == 32 and frame.groupby(["shape", "dtype"]).size().eq(8).all()
     assert len(best_trials(frame, top=1)) == 4
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "random", "cmaes", "nsga2"])
+def test_every_sampler_runs(tmp_path, sampler):
+    storage = str(tmp_path / "r.db")
+    summary = run_study(make_spec(sampler=sampler, budget={"trials": 12}), storage)
+    assert summary.workloads[0].trials == 12 and len(load_trials(storage, "t")) == 12
+
+
+def test_gp_sampler_needs_pytorch(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        summary = run_study(make_spec(sampler="gp", budget={"trials": 4}), str(tmp_path / "r"))
+        assert summary.workloads[0].trials == 4
+    else:
+        with pytest.raises(UsageError, match="sampler 'gp' needs PyTorch"):
+            run_study(make_spec(sampler="gp", budget={"trials": 4}), str(tmp_path / "r.db"))
+
+
+def test_unknown_evaluator_option(tmp_path):
+    spec = make_spec(evaluator={"name": "synthetic", "options": {"speed": 2}})
+    with pytest.raises(UsageError, match="evaluator 'synthetic' has no option 'speed'; "
+                       "options: work_s, fail_fraction"):
+        run_study(spec, str(tmp_path / "r.db"))

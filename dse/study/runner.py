@@ -80,6 +80,8 @@ class StudyRunner:
         self.evaluator = build_evaluator(spec.evaluator.name, spec.evaluator.options)
         self.owner = owner_id()
         self.deadline = (time.monotonic() + spec.budget.time_s) if spec.budget.time_s else None
+        if spec.sampler.name != "exhaustive":
+            make_sampler(spec, 1)  # refuse unknown options or a missing package before storing
         for workload in spec.workloads:  # refuse impossible spaces before touching the store
             ctx = self.context(workload)
             if spec.sampler.name == "exhaustive":
