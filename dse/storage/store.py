@@ -155,6 +155,13 @@ class ResultStore:
         return self._ids_by_key(s, m.ConfigRow, rows)
 
     # -- evaluations --------------------------------------------------------------------------
+    @staticmethod
+    def _identity(target_id: int, workload_id: int, evaluator: str, version: str) -> list[Any]:
+        """Conditions selecting one evaluator version's results on one target and workload."""
+        e = m.EvaluationRow
+        return [e.target_id == target_id, e.workload_id == workload_id,
+                e.evaluator == evaluator, e.version == version]
+
     def find_evaluations(self, s: Session, target_id: int, workload_id: int,
                          config_ids: Sequence[int], evaluator: str, version: str,
                          ) -> dict[int, m.EvaluationRow]:
@@ -163,9 +170,7 @@ class ResultStore:
         unique = list(dict.fromkeys(config_ids))
         for start in range(0, len(unique), 500):
             rows = s.scalars(select(m.EvaluationRow).where(
-                m.EvaluationRow.target_id == target_id,
-                m.EvaluationRow.workload_id == workload_id,
-                m.EvaluationRow.evaluator == evaluator, m.EvaluationRow.version == version,
+                *self._identity(target_id, workload_id, evaluator, version),
                 m.EvaluationRow.config_id.in_(unique[start:start + 500])))
             found.update({row.config_id: row for row in rows})
         return found
@@ -179,9 +184,7 @@ class ResultStore:
         for start in range(0, len(unique), 500):
             rows = s.execute(select(m.ConfigRow.key, m.EvaluationRow).join(
                 m.EvaluationRow, m.EvaluationRow.config_id == m.ConfigRow.id).where(
-                m.EvaluationRow.target_id == target_id,
-                m.EvaluationRow.workload_id == workload_id,
-                m.EvaluationRow.evaluator == evaluator, m.EvaluationRow.version == version,
+                *self._identity(target_id, workload_id, evaluator, version),
                 m.ConfigRow.key.in_(unique[start:start + 500])))
             found.update({key: row for key, row in rows})
         return found
@@ -191,8 +194,7 @@ class ResultStore:
         """Config keys with a stored evaluation by this evaluator version."""
         return set(s.scalars(select(m.ConfigRow.key).join(
             m.EvaluationRow, m.EvaluationRow.config_id == m.ConfigRow.id).where(
-            m.EvaluationRow.target_id == target_id, m.EvaluationRow.workload_id == workload_id,
-            m.EvaluationRow.evaluator == evaluator, m.EvaluationRow.version == version)))
+            *self._identity(target_id, workload_id, evaluator, version))))
 
     def put_evaluations(self, s: Session, rows: list[dict[str, Any]]) -> None:
         """Insert evaluations; one already stored under the same identity is kept as is."""
