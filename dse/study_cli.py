@@ -92,9 +92,11 @@ def _print_summary(summary: RunSummary, storage: str | None) -> None:
         print(f"  best configuration (trial {top['number']}): "
               + ", ".join(f"{k}={top[k]}" for k in _param_columns(frame)))
         print(key_values({k: top[k] for k in SHOWN_METRICS if k in top}, indent="    "))
-        print(f"  {top['bound']}-bound: the cores are busy {top['t_core_s'] * 1e3:.3f} ms "
-              f"(kernels {top['t_comp_s'] * 1e3:.3f} ms, the rest zeroing and C drains), DRAM "
-              f"{top['t_mem_s'] * 1e3:.3f} ms (balance t_comp/t_mem = {top['balance']:.2f})")
+        if {"bound", "t_core_s", "t_comp_s", "t_mem_s", "balance"} <= set(top):
+            print(f"  {top['bound']}-bound: the cores are busy {top['t_core_s'] * 1e3:.3f} ms "
+                  f"(kernels {top['t_comp_s'] * 1e3:.3f} ms, the rest zeroing and C drains), "
+                  f"DRAM {top['t_mem_s'] * 1e3:.3f} ms (balance t_comp/t_mem = "
+                  f"{top['balance']:.2f})")
 
 
 def _objective_columns(frame: pd.DataFrame) -> list[str]:
@@ -103,11 +105,10 @@ def _objective_columns(frame: pd.DataFrame) -> list[str]:
 
 def _param_columns(frame: pd.DataFrame) -> list[str]:
     """Tile sizes plus every other parameter that varies in the study."""
-    from dse.study.query import PARAM_HINT
-
-    varying = [c for c in PARAM_HINT if c in frame.columns and c not in TILES
-               and c not in ("shape", "dtype") and frame[c].nunique() > 1]
-    return [*TILES, *varying]
+    params = frame.attrs.get("params", [])
+    varying = [c for c in params if c not in TILES and c in frame.columns
+               and frame[c].nunique() > 1]
+    return [c for c in TILES if c in params] + varying
 
 
 def cmd_studies(args: argparse.Namespace) -> int:

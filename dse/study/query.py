@@ -11,10 +11,7 @@ from sqlalchemy import func, select
 from dse.storage import ResultStore
 from dse.storage import models as m
 
-# Columns that identify a config (used to show each config once among the best).
-PARAM_HINT = ("m_ct", "k_ct", "n_ct", "k_mt", "buf_a_l1", "buf_b_l1", "buf_c_l1", "buf_a_l2",
-              "buf_b_l2", "buf_c_l2", "m_rows", "n_cols", "orientation", "b_layout",
-              "bd_scheme", "shape", "dtype")
+WORKLOAD_COLUMNS = ("shape", "dtype", "b_layout")
 TRIAL_COLUMNS = ("study", "number", "shape", "dtype", "b_layout", "status", "cached", "reason",
                  "evaluator", "version", "fidelity", "elapsed_s", "host", "created_at")
 
@@ -47,6 +44,7 @@ def load_trials(storage: ResultStore | str | None, study: str) -> pd.DataFrame:
             .where(m.TrialRow.study_id == row.id).order_by(m.TrialRow.number)).all()
         objectives = row.spec.get("objectives", [["tops", "maximize"]])
     records = []
+    param_names: dict[str, None] = {}
     for (number, workload, status, cached, reason, evaluator, version, fidelity, elapsed,
          host, created, params, metrics) in result:
         records.append({
@@ -55,10 +53,12 @@ def load_trials(storage: ResultStore | str | None, study: str) -> pd.DataFrame:
             "status": status, "cached": bool(cached), "reason": reason, "evaluator": evaluator,
             "version": version, "fidelity": fidelity, "elapsed_s": elapsed, "host": host,
             "created_at": created, **params, **metrics})
+        param_names.update(dict.fromkeys(params))
     frame = pd.DataFrame.from_records(records)
     if frame.empty:
         frame = pd.DataFrame(columns=list(TRIAL_COLUMNS))
     frame.attrs["objectives"] = [tuple(o) for o in objectives]
+    frame.attrs["params"] = list(param_names)  # the columns that identify a config
     return frame
 
 
@@ -83,8 +83,10 @@ def best_trials(frame: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     metrics = [o[0] for o in objectives]
     maximize = [o[1] == "maximize" for o in objectives]
     parts = []
-    for _, group in ok.groupby(["shape", "dtype", "b_layout"], sort=False):
-        group = group.drop_duplicates(subset=[c for c in PARAM_HINT if c in group.columns])
+    identity = [*WORKLOAD_COLUMNS, *(p for p in frame.attrs.get("params", [])
+                                     if p not in WORKLOAD_COLUMNS)]
+    for _, group in ok.groupby(list(WORKLOAD_COLUMNS), sort=False):
+        group = group.drop_duplicates(subset=[c for c in identity if c in group.columns])
         if len(objectives) > 1:
             group = group[pareto_mask(group[metrics].to_numpy(dtype=float), maximize)]
         parts.append(group.sort_values(metrics[0], ascending=not maximize[0]).head(
