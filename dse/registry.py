@@ -15,6 +15,7 @@ from dse.errors import UsageError
 SEARCH_SPACES: dict[str, str] = {"xdna_gemm": "search_spaces.xdna_gemm:XdnaGemmSpace"}
 EVALUATORS: dict[str, str] = {
     "analytical": "evaluators.analytical:AnalyticalEvaluator",
+    "simulator": "evaluators.simulator:SimulatorEvaluator",
     "synthetic": "evaluators.synthetic:SyntheticEvaluator",
 }
 

@@ -133,6 +133,21 @@ class Overheads:
 
 
 @dataclass(frozen=True)
+class SimulatorSpec:
+    """Constants only the event simulator uses (calibrated for it, see the README).
+
+    The simulator shares DRAM between streams explicitly, so its DRAM curve is its own: the
+    analytical model's effective bandwidth also absorbs the stalls the simulator plays out.
+    """
+
+    dma_setup_cycles: float = field(metadata=_ZERO_OK)  # start of each DMA transfer (BD task)
+    dram_peak_bytes_per_s: float
+    dram_run_knee_bytes: float
+    command_latency_s: float = field(metadata=_ZERO_OK)  # BD reconfiguration by the processor
+    write_priority: float  # a write stream's share of DRAM time relative to a read stream
+
+
+@dataclass(frozen=True)
 class Target:
     """Everything the models know about one accelerator."""
 
@@ -146,6 +161,7 @@ class Target:
     kernel: KernelCost
     dram: DramSpec
     overheads: Overheads
+    simulator: SimulatorSpec
     dtypes: tuple[str, ...]
     inputs: Mapping[str, InputSpec]
     source: str = ""

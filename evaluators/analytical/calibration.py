@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from evaluators.analytical import paper_data
 from evaluators.analytical.paper_data import EndToEndPoint, KernelPoint
 from evaluators.analytical.xdna_gemm import score
 from evaluators.analytical.xdna_kernel import macs_per_cycle
+from evaluators.base import EvalContext
 from search_spaces.xdna_gemm import XdnaGemmSpace
 
 # The published points fix the DRAM curve's slope for short runs (k_mt = 56) and its plateau
@@ -45,6 +47,7 @@ class Calibration:
     target: Target
     kernel_residuals: dict[str, float]
     end_to_end_residuals: dict[str, float]
+    simulator_residuals: dict[str, float]
 
 
 def with_values(target: Target, **sections: dict[str, float]) -> Target:
@@ -214,6 +217,57 @@ def derive_xdna2_dram(xdna: Target, xdna2: Target) -> Target:
                                   "bd_reconfig_s": xdna.overheads.bd_reconfig_s})
 
 
+def simulate_point(target: Target, point: EndToEndPoint, **params: Any) -> dict:
+    """Simulator metrics of one published configuration (must be feasible)."""
+    from evaluators.simulator import SimulatorEvaluator
+
+    workload = GemmWorkload.parse(point.shape, point.dtype)
+    space = XdnaGemmSpace(target, workload)
+    batch = space.encode([space.resolve({**point.params, **params})])
+    if not space.check(batch).ok[0]:
+        raise ValueError(f"{point.label}: {space.explain(batch, 0)}")
+    return SimulatorEvaluator().simulate(batch, EvalContext(target, workload, space))
+
+
+def simulator_residuals(target: Target, points: Sequence[EndToEndPoint]) -> dict[str, float]:
+    return {p.label: simulate_point(target, p)["tops"] / p.tops - 1 for p in points}
+
+
+def fit_simulator(target: Target) -> Target:
+    """The simulator's DRAM curve, DMA set-up time and the DRAM share of C writes against reads
+    on the same XDNA points as the model's, then its command latency on the sequential-BD
+    loss."""
+    points = paper_data.table2() + [paper_data.SHORT_RUN_BF16, paper_data.TABLE1_KERNEL_INT16]
+
+    def build(x: np.ndarray) -> Target:
+        return with_values(target, simulator={"dram_peak_bytes_per_s": x[0] * 1e9,
+                                              "dram_run_knee_bytes": x[1],
+                                              "dma_setup_cycles": x[2], "write_priority": x[3]})
+
+    x = _least_squares(lambda x: np.array(list(simulator_residuals(build(x), points).values())),
+                       [17.0, 283.0, 50.0, 0.5], [1, 1, 0, 0.05], [500, 5000, 5000, 1.0])
+    fitted = build(x)
+    point = next(p for p in paper_data.table2() if p.dtype == "int8-int16" and p.rank == 1)
+
+    def loss(us: float) -> float:
+        t = with_values(fitted, simulator={"command_latency_s": us * 1e-6})
+        ratio = (simulate_point(t, point, bd_scheme="sequential")["tops"]
+                 / simulate_point(t, point)["tops"])
+        return (1 - ratio) - paper_data.SEQUENTIAL_BD_LOSS
+
+    return with_values(fitted, simulator={"command_latency_s": _bisect(loss, 0.0, 1000.0) * 1e-6})
+
+
+def derive_xdna2_simulator(xdna: Target, xdna2: Target) -> Target:
+    """XDNA2's simulator constants: XDNA's, with the DRAM peak scaled by the micro-benchmarks."""
+    scale = xdna2.dram.microbenchmark_bytes_per_s / xdna.dram.microbenchmark_bytes_per_s
+    s1 = xdna.simulator
+    return with_values(xdna2, simulator={
+        "dram_peak_bytes_per_s": s1.dram_peak_bytes_per_s * scale,
+        "dram_run_knee_bytes": s1.dram_run_knee_bytes, "dma_setup_cycles": s1.dma_setup_cycles,
+        "command_latency_s": s1.command_latency_s, "write_priority": s1.write_priority})
+
+
 def calibrate() -> tuple[Calibration, Calibration]:
     """Refit every calibrated constant of ``xdna`` and ``xdna2``."""
     # Start from a neutral merge factor so the fit does not depend on the values in the file.
@@ -224,15 +278,18 @@ def calibrate() -> tuple[Calibration, Calibration]:
         xdna = fit_xdna_dram(xdna)
         xdna = fit_adjacent_merge(xdna)
     xdna = fit_bd_reconfig(xdna)
+    xdna = fit_simulator(xdna)
     xdna2 = fit_xdna2_kernel(load_target("xdna2"), xdna)
     xdna2 = derive_xdna2_dram(xdna, xdna2)
+    xdna2 = derive_xdna2_simulator(xdna, xdna2)
     kernels = paper_data.table1() + paper_data.table2_kernels()
     end_to_end = paper_data.table2() + [paper_data.SHORT_RUN_BF16, paper_data.TABLE1_KERNEL_INT16]
     return (
         Calibration(xdna, kernel_residuals(xdna, [p for p in kernels if p.device == "xdna"]),
-                    end_to_end_residuals(xdna, end_to_end)),
+                    end_to_end_residuals(xdna, end_to_end),
+                    simulator_residuals(xdna, end_to_end)),
         Calibration(xdna2, kernel_residuals(xdna2, [p for p in kernels if p.device == "xdna2"]),
-                    {}),
+                    {}, {}),
     )
 
 
@@ -250,12 +307,14 @@ def _report(cal: Calibration) -> str:
              f"dram.adjacent_merge = {t.dram.adjacent_merge:.3f}",
              f"overheads.dispatch_s = {t.overheads.dispatch_s:.4e}",
              f"overheads.bd_reconfig_s = {t.overheads.bd_reconfig_s:.4e}",
+             *(f"simulator.{k} = {v:.4g}" for k, v in vars(t.simulator).items()),
              "kernel MACs/cycle residuals:"]
     lines += [f"  {label:40s} {err * 100:+6.2f} %" for label, err in cal.kernel_residuals.items()]
-    if cal.end_to_end_residuals:
-        lines.append("end-to-end TOPS residuals:")
-        lines += [f"  {label:40s} {err * 100:+6.2f} %"
-                  for label, err in cal.end_to_end_residuals.items()]
+    for title, residuals in (("end-to-end TOPS residuals (analytical)", cal.end_to_end_residuals),
+                             ("end-to-end TOPS residuals (simulator)", cal.simulator_residuals)):
+        if residuals:
+            lines.append(f"{title}:")
+            lines += [f"  {label:40s} {err * 100:+6.2f} %" for label, err in residuals.items()]
     return "\n".join(lines)
 
 
@@ -263,6 +322,8 @@ CALIBRATED_KEYS = {
     "kernel": ("out_cycles_per_byte", "out_cycles_per_element", "call_cycles"),
     "dram": ("peak_bytes_per_s", "run_knee_bytes", "run_knee_sharpness", "adjacent_merge"),
     "overheads": ("dispatch_s", "bd_reconfig_s"),
+    "simulator": ("dma_setup_cycles", "dram_peak_bytes_per_s", "dram_run_knee_bytes",
+                  "command_latency_s", "write_priority"),
     "inputs.int8": ("mac_efficiency",), "inputs.int16": ("mac_efficiency",),
     "inputs.bf16": ("mac_efficiency",),
 }
