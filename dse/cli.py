@@ -89,7 +89,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         except UsageError as exc:
             where = f"config {index} of {args.configs}: " if args.configs else ""
             raise UsageError(f"{where}{exc}") from None
-    results = evaluator.evaluate(ctx.space.encode(resolved), ctx)
+    batch = ctx.space.encode(resolved)
+    if args.trace:
+        if len(resolved) != 1 or not hasattr(evaluator, "simulate"):
+            raise UsageError("--trace needs one configuration (--param) and an evaluator that "
+                             "records a timeline (--evaluator simulator)")
+        if not ctx.space.check(batch).ok[0]:
+            raise UsageError(f"--trace: the configuration is infeasible: "
+                             f"{ctx.space.explain(batch, 0)}")
+        evaluator.simulate(batch, ctx, trace_path=args.trace)
+        print(f"wrote the timeline to {args.trace} (open it in https://ui.perfetto.dev)",
+              file=sys.stderr)
+    results = evaluator.evaluate(batch, ctx)
     if args.json:
         payload: Any = [_result_json(r) for r in results] if args.configs else _result_json(
             results[0])
@@ -167,6 +178,27 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0 if outcome.top else 1
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from dse.compare import compare
+    from dse.storage import ResultStore
+
+    ctx = build_context(args.target, args.dtype, args.shape, args.b_layout)
+    store = ResultStore(args.storage)
+    frame, spearman = compare(ctx, args.samples, args.seed, store)
+    if args.json:
+        print(json.dumps({"spearman": spearman, "configs": frame.to_dict("records")}, indent=2))
+        return 0
+    diff = frame["difference"].abs()
+    print(f"{len(frame)} configs of {args.shape} {args.dtype} on {args.target}: Spearman rank "
+          f"correlation {spearman:.3f}; |difference| median {diff.median():.1%}, "
+          f"max {diff.max():.1%}; both fidelities stored in {store.safe_url}")
+    print("\nlargest disagreements (difference = simulator / analytical - 1):")
+    top = frame.head(args.top).to_dict("records")
+    print(table(top, (*TILE_COLUMNS, "analytical_tops", "simulator_tops", "difference",
+                      "reason")))
+    return 0
+
+
 def cmd_targets(args: argparse.Namespace) -> int:
     rows = []
     for name in available_targets():
@@ -190,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--param", action="append", metavar="NAME=VALUE",
                     help="a parameter value; tile sizes m_ct, k_ct, n_ct, k_mt are required")
     ev.add_argument("--configs", metavar="FILE.json", help="JSON list of parameter objects")
+    ev.add_argument("--trace", metavar="FILE.json",
+                    help="with --evaluator simulator: write a Chrome trace-event timeline")
     ev.set_defaults(func=cmd_evaluate)
 
     se = sub.add_parser("search", help="search the design space of one GEMM")
@@ -208,6 +242,18 @@ def build_parser() -> argparse.ArgumentParser:
     se.set_defaults(func=cmd_search)
 
     add_study_commands(sub)
+
+    co = sub.add_parser("compare", help="simulator against analytical model on sampled configs")
+    for flag in ("--target", "--dtype", "--shape"):
+        co.add_argument(flag, required=True)
+    co.add_argument("--b-layout", default="col")
+    co.add_argument("--samples", type=int, default=50)
+    co.add_argument("--seed", type=int, default=0)
+    co.add_argument("--top", type=int, default=8, help="disagreements to list")
+    co.add_argument("--storage", default=None, help="where both fidelities' results are stored "
+                    "(default ./dse.db)")
+    co.add_argument("--json", action="store_true")
+    co.set_defaults(func=cmd_compare)
 
     tg = sub.add_parser("targets", help="list the shipped targets")
     tg.add_argument("--json", action="store_true")

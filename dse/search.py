@@ -47,11 +47,19 @@ class SearchOutcome:
         return out
 
 
+SHORTLIST_FACTOR = 10  # non-vectorised evaluators re-rank top x this of the analytical model
+
+
 def vector_score(evaluator: Any, batch: ConfigBatch, ctx: EvalContext) -> dict[str, np.ndarray]:
-    if not hasattr(evaluator, "score"):
-        raise UsageError(f"evaluator {evaluator.name!r} cannot score a whole space at once; "
-                         "exhaustive search needs a vectorised evaluator such as 'analytical'")
-    return evaluator.score(batch, ctx)
+    """Metric arrays of feasible configs: vectorised when the evaluator can, else one by one."""
+    if hasattr(evaluator, "score"):
+        return evaluator.score(batch, ctx)
+    results = evaluator.evaluate(batch, ctx)
+    failed = [r for r in results if not r.ok]
+    if failed:
+        raise UsageError(f"evaluator {evaluator.name!r} failed on {failed[0].params}: "
+                         f"{failed[0].reason}")
+    return {name: np.array([r.metrics[name] for r in results]) for name in results[0].metrics}
 
 
 def rank(metrics: dict[str, np.ndarray], objective: str = "tops") -> np.ndarray:
@@ -68,6 +76,8 @@ def exhaustive(evaluator: Any, ctx: EvalContext, fix: Mapping[str, Any] | None =
     parameters), keeping only each batch's best, so memory stays bounded. ``progress`` is called
     with (batches done, batches in all) after each batch.
     """
+    if not hasattr(evaluator, "score"):
+        return _shortlisted(evaluator, ctx, fix, free, top, progress)
     start = time.perf_counter()
     free = list(free)
     n_chunks = ctx.space.n_chunks(free)
@@ -99,3 +109,23 @@ def exhaustive(evaluator: Any, ctx: EvalContext, fix: Mapping[str, Any] | None =
         rejected_by={rule.name: int(c) for rule, c in zip(ctx.space.constraints, rejected,
                                                            strict=True) if c},
     )
+
+
+def _shortlisted(evaluator: Any, ctx: EvalContext, fix: Mapping[str, Any] | None,
+                 free: Iterable[str], top: int,
+                 progress: Callable[[int, int], None] | None) -> SearchOutcome:
+    """For an evaluator too slow for the whole space: the analytical model ranks everything and
+    ``evaluator`` re-ranks the model's best ``top * SHORTLIST_FACTOR``."""
+    from evaluators.analytical import AnalyticalEvaluator
+
+    start = time.perf_counter()
+    model = exhaustive(AnalyticalEvaluator(), ctx, fix, free, top * SHORTLIST_FACTOR, progress)
+    shortlist = ctx.space.encode([c.params for c in model.top])
+    metrics = vector_score(evaluator, shortlist, ctx)
+    best = rank(metrics)[:top]
+    params = ctx.space.decode(batch_take(shortlist, best))
+    return SearchOutcome(
+        n_total=model.n_total, n_evaluated=model.n_evaluated, n_feasible=model.n_feasible,
+        elapsed_s=time.perf_counter() - start, rejected_by=model.rejected_by,
+        top=[Candidate(p, metrics_row(metrics, int(i))) for p, i in zip(params, best,
+                                                                        strict=True)])

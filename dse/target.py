@@ -140,7 +140,7 @@ class SimulatorSpec:
     analytical model's effective bandwidth also absorbs the stalls the simulator plays out.
     """
 
-    dma_setup_cycles: float = field(metadata=_ZERO_OK)  # start of each DMA transfer (BD task)
+    dma_setup_cycles: float = field(metadata=_ZERO_OK)  # start of each shim BD task
     dram_peak_bytes_per_s: float
     dram_run_knee_bytes: float
     command_latency_s: float = field(metadata=_ZERO_OK)  # BD reconfiguration by the processor

@@ -48,6 +48,7 @@ def sim_metrics(plan: Plan, outcome: Outcome, static: dict[str, Any]) -> dict[st
         "stall_inputs_s": s.wait_inputs,
         "stall_c_drain_s": s.wait_c,
         "stall_bds_s": s.wait_bds,
+        "t_bd_setup_s": plan.rounds * plan.setup_s,
         "util_cores": s.core_busy / outcome.end_s,
         "util_dram": t_mem / outcome.end_s,
         "util_shim_a": s.shim_a / outcome.end_s,

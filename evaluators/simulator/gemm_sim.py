@@ -184,7 +184,8 @@ class GemmSimulation:
         self.l1.update({("b", c): Fifo(sim, p.depth["buf_b_l1"]) for c in self.cores})
         self.c_l1 = {c: Fifo(sim, p.depth["buf_c_l1"]) for c in self.cores}
         self.join = {col: Fifo(sim, p.depth["buf_c_l2"]) for col in columns}
-        self.reader_waiting_bd = {"a": False, "b": False}
+        # when round r's BDs let the representative readers start (for the stall breakdown)
+        self.bd_open = {"a": [0.0] * rounds, "b": [0.0] * rounds}
         for op, tiles, count in (("a", a_tiles, p.a_par), ("b", b_tiles, p.b_par)):
             for index in tiles:
                 sim.process(self._reader(op, index, self._shim_of(op, index, count)))
@@ -225,13 +226,14 @@ class GemmSimulation:
         l2, record = self.l2[(op, index)], index == 0
         for r in range(self.rounds):
             if not self.bd_ready[col][r].fired:
-                self.reader_waiting_bd[op] = record
                 yield self.bd_ready[col][r]
-                self.reader_waiting_bd[op] = False
-            for _ in range(chunks):
+            if record:
+                self.bd_open[op][r] = sim.now
+            for chunk in range(chunks):
                 yield l2.free.acquire()
                 start = sim.now
-                yield sim.timeout(p.setup_s)
+                if chunk == 0:  # one BD task per round: its start-up comes once
+                    yield sim.timeout(p.setup_s)
                 yield self.dram.transfer(nbytes, efficiency, self.weight[op], p.channel_bps)
                 if record:
                     setattr(stats, f"shim_{op}", getattr(stats, f"shim_{op}") + sim.now - start)
@@ -253,10 +255,11 @@ class GemmSimulation:
                     for fifo in targets:  # a broadcast waits for every destination
                         yield fifo.free.acquire()
                     start = sim.now
-                    yield sim.timeout(p.setup_s + tile_s)
+                    yield sim.timeout(tile_s)
                     if record:
                         setattr(stats, f"memtile_{op}",
                                 getattr(stats, f"memtile_{op}") + sim.now - start)
+                        self._span(f"MemTile {op.upper()} -> L1", "tile", start)
                     for fifo in targets:
                         fifo.filled.release()
                 source.free.release()
@@ -265,7 +268,7 @@ class GemmSimulation:
         p, sim, s = self.plan, self.sim, self.stats
         record = core == (0, 0)
         a, b, c = self.l1[("a", core)], self.l1[("b", core)], self.c_l1[core]
-        for _ in range(self.rounds):
+        for r in range(self.rounds):
             t = sim.now
             yield c.free.acquire()
             if record:
@@ -274,15 +277,14 @@ class GemmSimulation:
             yield sim.timeout(p.zero_s)
             for _ in range(p.calls):
                 t = sim.now
-                bd_blocked = self.reader_waiting_bd["a"] or self.reader_waiting_bd["b"]
                 yield a.filled.acquire()
                 yield b.filled.acquire()
                 start = sim.now
-                if record:
-                    if bd_blocked:
-                        s.wait_bds += start - t
-                    else:
-                        s.wait_inputs += start - t
+                if record:  # waiting before the round's BDs were issued is waiting for BDs
+                    gate = max(self.bd_open["a"][r], self.bd_open["b"][r])
+                    for_bds = max(0.0, min(start, gate) - t)
+                    s.wait_bds += for_bds
+                    s.wait_inputs += start - t - for_bds
                 yield sim.timeout(p.call_s)
                 if record:
                     s.core_busy += p.call_s
@@ -304,7 +306,7 @@ class GemmSimulation:
             yield c.filled.acquire()
             yield self.join_slot[col][r]
             start = sim.now
-            yield sim.timeout(p.setup_s + p.drain_s)
+            yield sim.timeout(p.drain_s)
             if record:
                 self.stats.drain += sim.now - start
                 self._span("core (0,0) C drain", f"round {r}", start)
