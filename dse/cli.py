@@ -124,10 +124,12 @@ def _print_outcome(outcome: SearchOutcome, strategy: str) -> None:
         print(table(outcome.steps, ("step", *TILE_COLUMNS, "shape", "macs_per_cycle", "t_comp_s",
                                     "t_mem_s", "bound", "tops")))
     rows = [{"rank": i + 1, **c.params, **c.metrics} for i, c in enumerate(outcome.top)]
-    varying = [p for p in outcome.top[0].params if p not in TILE_COLUMNS and
-               len({str(c.params[p]) for c in outcome.top}) > 1] if outcome.top else []
+    params = list(outcome.top[0].params) if outcome.top else []
+    tiles = [p for p in params if p in TILE_COLUMNS] or params[:3]
+    varying = [p for p in params if p not in tiles and
+               len({str(c.params[p]) for c in outcome.top}) > 1]
     print("\nbest configurations:" if len(rows) > 1 else "\nbalanced configuration:")
-    print(table(rows, ("rank", *TILE_COLUMNS, *varying, "tops", "macs_per_cycle", "t_comp_s",
+    print(table(rows, ("rank", *tiles, *varying, "tops", "macs_per_cycle", "t_comp_s",
                        "t_mem_s", "bound", "l1_bytes", "l2_bytes")))
 
 
@@ -203,9 +205,11 @@ def cmd_targets(args: argparse.Namespace) -> int:
     rows = []
     for name in available_targets():
         t = load_target(name)
-        rows.append({"name": name, "space": t.space, "array": f"{t.array.rows}x{t.array.cols}",
-                     "clock_GHz": t.array.clock_hz / 1e9, "dtypes": ",".join(t.dtypes),
-                     "description": t.description})
+        array = getattr(t, "array", None)
+        rows.append({"name": name, "space": t.space,
+                     "array": f"{array.rows}x{array.cols}" if array else "host",
+                     "clock_GHz": array.clock_hz / 1e9 if array else "",
+                     "dtypes": ",".join(t.dtypes), "description": t.description})
     if args.json:
         print(json.dumps(rows, indent=2))
     else:

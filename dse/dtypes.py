@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from dse.errors import UsageError
 
-ELEMENT_BYTES: dict[str, int] = {"int8": 1, "int16": 2, "int32": 4, "bf16": 2}
+ELEMENT_BYTES: dict[str, int] = {"int8": 1, "int16": 2, "int32": 4, "bf16": 2, "fp32": 4}
 
 # The pairs the whole-array GEMM kernels exist for: A and B share the input type, C has the output
 # type, and the output is at least as wide as the input.
@@ -17,6 +17,7 @@ DTYPE_PAIRS: tuple[str, ...] = (
     "int16-int16",
     "int16-int32",
     "bf16-bf16",
+    "fp32-fp32",
 )
 
 

@@ -12,9 +12,13 @@ from typing import Any
 
 from dse.errors import UsageError
 
-SEARCH_SPACES: dict[str, str] = {"xdna_gemm": "search_spaces.xdna_gemm:XdnaGemmSpace"}
+SEARCH_SPACES: dict[str, str] = {
+    "xdna_gemm": "search_spaces.xdna_gemm:XdnaGemmSpace",
+    "cpu_gemm": "search_spaces.cpu_gemm:CpuGemmSpace",
+}
 EVALUATORS: dict[str, str] = {
     "analytical": "evaluators.analytical:AnalyticalEvaluator",
+    "cpu": "evaluators.hardware.cpu:CpuEvaluator",
     "simulator": "evaluators.simulator:SimulatorEvaluator",
     "synthetic": "evaluators.synthetic:SyntheticEvaluator",
 }

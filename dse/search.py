@@ -12,7 +12,7 @@ import numpy as np
 from dse.errors import UsageError
 from evaluators.analytical import metrics_row
 from evaluators.base import EvalContext
-from search_spaces.base import ConfigBatch, batch_take
+from search_spaces.base import ConfigBatch, batch_len, batch_take
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def exhaustive(evaluator: Any, ctx: EvalContext, fix: Mapping[str, Any] | None =
     best: list[tuple[float, int, Candidate]] = []
     for done, (batch, box) in enumerate(ctx.space.chunks(fix=fix, free=free), start=1):
         n_total += box
-        n_evaluated += len(batch["m_ct"])
+        n_evaluated += batch_len(batch)
         feasibility = ctx.space.check(batch)
         rejected += np.bincount(feasibility.first_failed[~feasibility.ok],
                                 minlength=len(rejected))

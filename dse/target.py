@@ -187,7 +187,7 @@ def available_targets() -> list[str]:
     return sorted(p.stem for p in TARGETS_DIR.glob("*.toml"))
 
 
-def load_target(name_or_path: str | Path) -> Target:
+def load_target(name_or_path: str | Path) -> Any:
     """Load a shipped target by name (``xdna``) or any target file by path.
 
     Raises:
@@ -209,6 +209,10 @@ def load_target(name_or_path: str | Path) -> Target:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise TargetFileError(f"{path}: not valid TOML: {exc}") from exc
+    if raw.get("space") == "cpu_gemm":  # the host CPU has a schema of its own
+        from dse.cpu_target import cpu_target_from_dict
+
+        return cpu_target_from_dict(raw, str(path))
     return target_from_dict(raw, str(path))
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from dse.results import EvalResult, Status
 from evaluators.analytical import AnalyticalEvaluator
 from evaluators.base import EvalContext
-from search_spaces.base import ConfigBatch, batch_take
+from search_spaces.base import ConfigBatch, batch_len, batch_take
 
 
 class SyntheticEvaluator:
@@ -37,7 +37,7 @@ class SyntheticEvaluator:
 
     def evaluate(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
         results = []
-        for i in range(len(batch["m_ct"])):
+        for i in range(batch_len(batch)):
             start = time.perf_counter()
             result = self._model.evaluate(batch_take(batch, np.array([i])), ctx)[0]
             if result.ok:

@@ -69,6 +69,14 @@ class ChoiceParam:
 Param = IntParam | ChoiceParam
 
 
+@dataclass(frozen=True)
+class Feasibility:
+    """Result of checking a batch: which configs are feasible and the first rule each breaks."""
+
+    ok: np.ndarray
+    first_failed: np.ndarray  # index into the space's constraints, -1 when feasible
+
+
 def batch_from_dicts(params: Mapping[str, Param], configs: list[Mapping[str, Any]]) -> ConfigBatch:
     """Encode resolved configs (every parameter present) into a config batch."""
     return {

@@ -8,7 +8,7 @@ import numpy as np
 
 from dse.errors import UsageError
 from evaluators.base import EvalContext
-from search_spaces.base import ConfigBatch, batch_take
+from search_spaces.base import ConfigBatch, batch_len, batch_take
 
 if TYPE_CHECKING:
     from dse.study.runner import StudyRunner, WorkloadSummary
@@ -36,7 +36,7 @@ def feasible_configs(ctx: EvalContext, spec: StudySpec) -> ConfigBatch:
             ok &= (batch[name] >= lo) & (batch[name] <= hi)
         parts.append(batch_take(batch, np.flatnonzero(ok)))
     feasible = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    total = len(feasible["m_ct"])
+    total = batch_len(feasible)
     if total == 0:
         raise UsageError(f"{spec.source}: no feasible configuration in the space of "
                          f"{ctx.workload.shape} {ctx.workload.dtype.name}; relax the overrides")
@@ -54,7 +54,7 @@ def run_exhaustive(runner: StudyRunner, ctx: EvalContext, workload_id: int,
     is stored). Infeasible configs are not stored: the space rejects them by rule."""
     spec = runner.spec
     feasible = feasible_configs(ctx, spec)
-    total = len(feasible["m_ct"])
+    total = batch_len(feasible)
     budget = total if spec.budget.trials is None else min(total, spec.budget.trials)
     while summary.trials < budget and not runner.out_of_time():
         stop = min(summary.trials + SLICE, budget)

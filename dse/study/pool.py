@@ -9,7 +9,7 @@ import numpy as np
 
 from dse.results import EvalResult, Status
 from evaluators.base import EvalContext
-from search_spaces.base import ConfigBatch, batch_take
+from search_spaces.base import ConfigBatch, batch_len, batch_take
 
 
 def failed_results(batch: ConfigBatch, ctx: EvalContext, error: str) -> list[EvalResult]:
@@ -40,16 +40,20 @@ class RayPool:
     """Ray tasks on a local embedded Ray (``workers`` CPUs) or a cluster; a batch is split into
     two chunks per worker (fewer tasks than configs, still balanced)."""
 
-    def __init__(self, workers: int, address: str | None = None) -> None:
+    def __init__(self, workers: int, address: str | None = None, evaluator: Any = None) -> None:
         import ray
 
         self._ray = ray
         self._started = not ray.is_initialized()
+        # one run at a time per physical device: a Ray resource of 1 per device
+        self._device = getattr(evaluator, "device", None)
+        resources = {f"dse_device_{self._device}": 1} if self._device else None
         if self._started:
             ray.init(address=address, num_cpus=None if address else workers,
+                     resources=None if address else resources,
                      include_dashboard=False, log_to_driver=False, configure_logging=False)
         self.workers = workers if address is None else int(ray.cluster_resources().get("CPU", 1))
-        self._task = ray.remote(num_cpus=1)(_safe_evaluate)
+        self._task = ray.remote(num_cpus=1, resources=resources)(_safe_evaluate)
         self._evaluator_ref: Any = None
         self._evaluator: Any = None
 
@@ -57,7 +61,7 @@ class RayPool:
         if evaluator is not self._evaluator:  # ship the evaluator to the object store once
             self._evaluator, self._evaluator_ref = evaluator, self._ray.put(evaluator)
         ctx_ref = self._ray.put(ctx)
-        n = len(batch["m_ct"])
+        n = batch_len(batch)
         chunks = [c for c in np.array_split(np.arange(n), min(n, 2 * self.workers)) if len(c)]
         refs = [self._task.remote(self._evaluator_ref, batch_take(batch, c), ctx_ref)
                 for c in chunks]
@@ -79,4 +83,4 @@ def make_pool(evaluator: Any, workers: int, address: str | None) -> InProcessPoo
     for or a cluster address is given."""
     if hasattr(evaluator, "score") or (workers <= 1 and not address):
         return InProcessPool()
-    return RayPool(workers, address)
+    return RayPool(workers, address, evaluator)

@@ -11,14 +11,14 @@ import numpy as np
 from dse.results import EvalResult, Status
 from dse.target import Target
 from dse.workload import GemmWorkload
-from evaluators.analytical import xdna_gemm
+from evaluators.analytical import cpu_gemm, xdna_gemm
 from evaluators.base import EvalContext
 from search_spaces.base import ConfigBatch, batch_take
 
 ModelFn = Callable[[ConfigBatch, Target, GemmWorkload], dict[str, np.ndarray]]
 
 # One model per search-space family.
-MODELS: dict[str, ModelFn] = {"xdna_gemm": xdna_gemm.score}
+MODELS: dict[str, ModelFn] = {"xdna_gemm": xdna_gemm.score, "cpu_gemm": cpu_gemm.score}
 
 
 def metrics_row(metrics: dict[str, np.ndarray], i: int) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,6 +13,7 @@ from dse.target import Target
 from dse.workload import GemmWorkload
 from search_spaces.base import (
     ConfigBatch,
+    Feasibility,
     IntParam,
     Param,
     batch_from_dicts,
@@ -32,14 +32,6 @@ from search_spaces.xdna_gemm.params import TILE_PARAMS, build_params, default_pa
 from search_spaces.xdna_gemm.sampling import OptunaEncoding
 
 __all__ = ["Feasibility", "XdnaGemmSpace", "TILE_PARAMS"]
-
-
-@dataclass(frozen=True)
-class Feasibility:
-    """Result of checking a batch: which configs are feasible and the first rule each breaks."""
-
-    ok: np.ndarray
-    first_failed: np.ndarray  # index into the space's constraints, -1 when feasible
 
 
 class XdnaGemmSpace:

@@ -1,0 +1,96 @@
+"""The host CPU as a target: cache sizes (read from the system when the file says 0) and the
+coefficients of the CPU GEMM model (fitted to measurements by ``dse calibrate``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dse.dtypes import DTYPE_PAIRS
+from dse.errors import TargetFileError
+from dse.target import _ZERO_OK, _build, _check_keys
+
+SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """Data cache sizes of one core; 0 means "read it from the system"."""
+
+    l1_bytes: int = field(metadata=_ZERO_OK)
+    l2_bytes: int = field(metadata=_ZERO_OK)
+    l3_bytes: int = field(metadata=_ZERO_OK)
+
+
+@dataclass(frozen=True)
+class CpuModel:
+    """Coefficients of the CPU GEMM model (see ``evaluators/analytical/cpu_gemm.py``)."""
+
+    flops_per_s: float  # one BLAS call on cache-resident blocks, one thread
+    call_s: float  # fixed cost of one block step (interpreter + BLAS dispatch)
+    copy_bytes_per_s: float  # packing a block into a contiguous buffer
+    l1_bytes_per_s: float  # operand traffic of a block step whose footprint fits L1
+    l2_bytes_per_s: float
+    l3_bytes_per_s: float
+    dram_bytes_per_s: float
+    strided_penalty: float  # traffic multiplier for a block read in place (not packed)
+
+
+@dataclass(frozen=True)
+class CpuTarget:
+    name: str
+    description: str
+    space: str
+    dtypes: tuple[str, ...]
+    caches: CacheSpec
+    model: CpuModel
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.pop("source")
+        data["dtypes"] = list(self.dtypes)
+        return data
+
+    def digest(self) -> str:
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def system_caches() -> CacheSpec:
+    """L1 data, L2 and L3 sizes of CPU 0 from sysfs (0 where the system does not say)."""
+    sizes = {1: 0, 2: 0, 3: 0}
+    for index in sorted(SYSFS_CACHE.glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            text = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction" or level not in sizes:
+            continue
+        scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+        sizes[level] = int(text.rstrip("KMG")) * scale
+    return CacheSpec(sizes[1], sizes[2], sizes[3])
+
+
+def cpu_target_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> CpuTarget:
+    names = {f.name for f in dataclasses.fields(CpuTarget)} - {"source"}
+    _check_keys(raw, names, source, "")
+    dtypes = raw["dtypes"]
+    if not isinstance(dtypes, list) or not dtypes or any(d not in DTYPE_PAIRS for d in dtypes):
+        raise TargetFileError(f"{source}: key 'dtypes': expected a list of dtype pairs from "
+                              f"{', '.join(DTYPE_PAIRS)}")
+    declared = _build(CacheSpec, raw["caches"], source, "caches")
+    found = system_caches()
+    caches = CacheSpec(*(getattr(declared, f) or getattr(found, f) or default
+                         for f, default in (("l1_bytes", 32768), ("l2_bytes", 1 << 20),
+                                            ("l3_bytes", 8 << 20))))
+    return CpuTarget(name=str(raw["name"]), description=str(raw["description"]),
+                     space=str(raw["space"]), dtypes=tuple(dtypes), caches=caches,
+                     model=_build(CpuModel, raw["model"], source, "model"), source=source)

@@ -1,0 +1,1 @@
+"""Evaluators that measure real hardware, through one measurement harness."""

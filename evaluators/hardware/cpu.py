@@ -1,0 +1,88 @@
+"""The ``cpu`` evaluator: real blocked GEMMs on the host CPU, measured by the harness."""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dse.results import EvalResult, Status
+from evaluators.base import EvalContext
+from evaluators.hardware.harness import MeasureSettings, Worker, measure
+from search_spaces.base import ConfigBatch
+
+
+def cpu_provenance() -> dict[str, str]:
+    """What was measured on: the CPU model, its clock where readable, NumPy and BLAS."""
+    model, mhz = platform.processor() or "unknown", ""
+    try:
+        for line in open("/proc/cpuinfo"):  # noqa: SIM115 - tiny read
+            if line.startswith("model name") and model in ("", "unknown", "x86_64"):
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("cpu MHz") and not mhz:
+                mhz = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    blas = ""
+    config = np.show_config(mode="dicts") if hasattr(np, "show_config") else {}
+    if isinstance(config, dict):
+        info = config.get("Build Dependencies", {}).get("blas", {})
+        blas = f"{info.get('name', '')} {info.get('version', '')}".strip()
+    return {"device": model, "cpu_mhz": mhz, "numpy": np.__version__, "blas": blas,
+            "python": platform.python_version(), "host": platform.node()}
+
+
+class CpuEvaluator:
+    """Measures the blocked GEMM of each config on one core (one BLAS thread)."""
+
+    name: ClassVar[str] = "cpu"
+    version: ClassVar[str] = "1"
+    fidelity: ClassVar[str] = "hardware"
+    device = "cpu0"
+
+    def __init__(self, warmup: int = 1, min_repeats: int = 3, max_repeats: int = 7,
+                 target_spread: float = 0.05, timeout_s: float = 60.0, seed: int = 0) -> None:
+        self.settings = MeasureSettings(warmup, min_repeats, max_repeats, target_spread,
+                                        timeout_s)
+        self.seed = seed
+        self._worker: Worker | None = None
+
+    def _get_worker(self) -> Worker:
+        if self._worker is None:
+            self._worker = Worker({"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+                                   "MKL_NUM_THREADS": "1"})
+        return self._worker
+
+    def __getstate__(self) -> dict[str, Any]:  # shipped to Ray workers without the process
+        return {**self.__dict__, "_worker": None}
+
+    def evaluate(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
+        feasibility = ctx.space.check(batch)
+        provenance = cpu_provenance()
+        w = ctx.workload
+        results = []
+        for i, params in enumerate(ctx.space.decode(batch)):
+            if not feasibility.ok[i]:
+                results.append(EvalResult(Status.INFEASIBLE, params,
+                                          reason=ctx.space.explain(batch, i)))
+                continue
+            job = {"M": w.M, "K": w.K, "N": w.N, "mc": params["mc"], "kc": params["kc"],
+                   "nc": params["nc"], "pack_a": params["pack_a"] == "yes",
+                   "pack_b": params["pack_b"] == "yes", "seed": self.seed}
+            m = measure(self._get_worker(), "evaluators.hardware.cpu_kernel:run", job,
+                        self.settings, self.device)
+            if m.status is not Status.OK:
+                results.append(EvalResult(m.status, params, {"times_s": m.times, **provenance},
+                                          reason=m.reason, elapsed_s=sum(m.times)))
+                continue
+            results.append(EvalResult(Status.OK, params, {
+                "tops": 2.0 * w.M * w.K * w.N / m.median / 1e12, "latency_s": m.median,
+                "spread": m.spread, "repeats": len(m.times), "times_s": m.times,
+                "pid": os.getpid(), **provenance}, elapsed_s=sum(m.times)))
+        return results
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()

@@ -1,0 +1,187 @@
+"""Design space of a blocked GEMM on the host CPU: block sizes and packing (buffering).
+
+C is computed block by block: for each (nc-wide column block, kc-deep slice, mc-tall row block)
+one BLAS call multiplies an mc x kc block of A by a kc x nc block of B into C. Packing copies a
+block into a contiguous buffer first (B once per slice, A for every step), trading copy time for
+unit-stride reads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+
+from dse.errors import UsageError
+from dse.workload import GemmWorkload
+from evaluators.analytical.cpu_gemm import block_bytes
+from search_spaces.base import (
+    ChoiceParam,
+    ConfigBatch,
+    Feasibility,
+    IntParam,
+    Param,
+    batch_from_dicts,
+    batch_take,
+    batch_to_dicts,
+)
+
+TILES = ("mc", "kc", "nc")
+ALIGN = 16
+
+
+def _params() -> dict[str, Param]:
+    params: list[Param] = [
+        IntParam("mc", "rows of an A and C block (multiple of 16)", ALIGN),
+        IntParam("kc", "depth of a block step (multiple of 16)", ALIGN),
+        IntParam("nc", "columns of a B and C block (multiple of 16)", ALIGN),
+        ChoiceParam("pack_a", "copy each A block to a contiguous buffer", ("yes", "no")),
+        ChoiceParam("pack_b", "copy each B block to a contiguous buffer", ("yes", "no")),
+    ]
+    return {p.name: p for p in params}
+
+
+class _Rule:
+    def __init__(self, name: str, doc: str, check: Any, explain: Any) -> None:
+        self.name, self.doc, self.check, self.explain = name, doc, check, explain
+
+
+class CpuGemmSpace:
+    """Block sizes and packing of a GEMM on the host CPU."""
+
+    name = "cpu_gemm"
+
+    def __init__(self, target: Any, workload: GemmWorkload,
+                 extra_constraints: Sequence[str] = ()) -> None:
+        if workload.dtype.name not in target.dtypes:
+            raise UsageError(f"dtype {workload.dtype.name!r} is not supported on {target.name}; "
+                             f"valid: {', '.join(target.dtypes)}")
+        if extra_constraints:
+            raise UsageError(f"unknown constraint {extra_constraints[0]!r}; the cpu_gemm space "
+                             "has no optional constraints")
+        self.target, self.workload = target, workload
+        self._params = _params()
+        w, elem, l3 = workload, workload.dtype.in_bytes, target.caches.l3_bytes
+        dims = {"mc": w.M, "kc": w.K, "nc": w.N}
+        self.constraints = (
+            _Rule("alignment", "block sizes are multiples of 16",
+                  lambda b: np.all([b[t] % ALIGN == 0 for t in TILES], axis=0),
+                  lambda b, i: "block sizes must be multiples of 16: " + ", ".join(
+                      f"{t}={int(b[t][i])}" for t in TILES if b[t][i] % ALIGN)),
+            _Rule("within_matrix", "blocks are no larger than the matrices",
+                  lambda b: np.all([b[t] <= dims[t] for t in TILES], axis=0),
+                  lambda b, i: "a block is larger than the matrix: " + ", ".join(
+                      f"{t}={int(b[t][i])} > {dims[t]}" for t in TILES if b[t][i] > dims[t])),
+            _Rule("last_level_cache", "a block step's working set fits the last-level cache",
+                  lambda b: block_bytes(b, elem) <= l3,
+                  lambda b, i: f"a block step touches {int(block_bytes(b, elem)[i]):,} B, more "
+                               f"than the {l3:,} B last-level cache"),
+        )
+
+    # -- the interface shared by search spaces ----------------------------------------------
+    def params(self) -> dict[str, Param]:
+        return dict(self._params)
+
+    def defaults(self) -> dict[str, Any]:
+        return {"pack_a": "yes", "pack_b": "yes"}
+
+    def parse(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        out = {}
+        for name, value in given.items():
+            if name not in self._params:
+                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
+            out[name] = self._params[name].parse(value)
+        return out
+
+    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        params = {**self.defaults(), **self.parse(given)}
+        missing = [t for t in TILES if t not in params]
+        if missing:
+            raise UsageError(f"missing parameter(s) {', '.join(missing)}: block sizes have no "
+                             "default")
+        return {name: params[name] for name in self._params}
+
+    def encode(self, configs: Sequence[Mapping[str, Any]]) -> ConfigBatch:
+        return batch_from_dicts(self._params, list(configs))
+
+    def decode(self, batch: ConfigBatch) -> list[dict[str, Any]]:
+        return batch_to_dicts(self._params, batch)
+
+    def check(self, batch: ConfigBatch) -> Feasibility:
+        first = np.full(len(batch["mc"]), -1, dtype=np.int64)
+        for index, rule in enumerate(self.constraints):
+            first[~rule.check(batch) & (first < 0)] = index
+        return Feasibility(ok=first < 0, first_failed=first)
+
+    def satisfies(self, rule: str, batch: ConfigBatch) -> np.ndarray:
+        return next(r for r in self.constraints if r.name == rule).check(batch)
+
+    def explain(self, batch: ConfigBatch, i: int) -> str | None:
+        one = batch_take(batch, np.array([i]))
+        reasons = [r.explain(one, 0) for r in self.constraints if not r.check(one)[0]]
+        return "; ".join(reasons) if reasons else None
+
+    def _values(self, tile: str) -> list[int]:
+        dim = {"mc": self.workload.M, "kc": self.workload.K, "nc": self.workload.N}[tile]
+        return [ALIGN << e for e in range(0, 7) if ALIGN << e <= max(dim, ALIGN)]
+
+    def chunks(self, fix: Mapping[str, Any] | None = None,
+               free: Iterable[str] = ()) -> Iterator[tuple[ConfigBatch, int]]:
+        """Block sizes 16, 32, ..., 1024 (up to the matrix) and packing, in one batch."""
+        fixed = self.parse(fix or {})
+        for name in free:
+            if name not in self._params:
+                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
+        axes = []
+        for name, param in self._params.items():
+            if name in fixed:
+                axes.append([fixed[name]])
+            elif name in TILES:
+                axes.append(self._values(name))
+            else:
+                choices = list(param.choices) if isinstance(param, ChoiceParam) else []
+                axes.append(choices if name in free else [self.defaults()[name]])
+        configs = [dict(zip(self._params, combo, strict=True))
+                   for combo in itertools.product(*axes)]
+        yield self.encode(configs), len(configs)
+
+    def enumerate(self, fix: Mapping[str, Any] | None = None,
+                  free: Iterable[str] = ()) -> tuple[ConfigBatch, int]:
+        return next(self.chunks(fix, free))
+
+    def n_chunks(self, free: Iterable[str] = ()) -> int:
+        return 1
+
+    def optuna_encoding(self, fix: Mapping[str, Any], free: Sequence[str],
+                        ranges: Mapping[str, tuple[int, int]]) -> CpuEncoding:
+        return CpuEncoding(self, self.parse(fix), free)
+
+
+class CpuEncoding:
+    """Block sizes sampled as powers of two times 16; packing as categories."""
+
+    def __init__(self, space: CpuGemmSpace, fix: Mapping[str, Any], free: Sequence[str]) -> None:
+        self._space, self._base = space, {**space.defaults(), **fix}
+        self._dists: dict[str, BaseDistribution] = {}
+        for tile in TILES:
+            if tile not in fix:
+                top = int(math.log2(space._values(tile)[-1] // ALIGN))
+                self._dists[f"log2_{tile}"] = IntDistribution(0, top)
+        for name in ("pack_a", "pack_b"):
+            if name in free and name not in fix:
+                self._dists[name] = CategoricalDistribution(("yes", "no"))
+
+    def distributions(self) -> dict[str, BaseDistribution]:
+        return dict(self._dists)
+
+    def decode(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
+        config = dict(self._base)
+        for tile in TILES:
+            if f"log2_{tile}" in sampled:
+                config[tile] = ALIGN << int(sampled[f"log2_{tile}"])
+        config.update({k: v for k, v in sampled.items() if k in ("pack_a", "pack_b")})
+        return {name: config[name] for name in self._space.params()}

@@ -1,0 +1,24 @@
+"""Backends that misbehave on purpose, for the harness tests (run in the harness worker)."""
+
+from __future__ import annotations
+
+import time
+
+from evaluators.hardware.harness import RunOutput
+
+
+def hang(**_: object) -> RunOutput:
+    time.sleep(3600)
+    raise AssertionError("unreachable")
+
+
+def wrong(**_: object) -> RunOutput:
+    return RunOutput(0.001, False, "max |error| 1 (tolerance 0.001)")
+
+
+def crash(**_: object) -> RunOutput:
+    raise RuntimeError("device lost")
+
+
+def steady(seconds: float = 0.01) -> RunOutput:
+    return RunOutput(seconds, True)
