@@ -28,6 +28,7 @@ class Evaluator(Protocol):
     name: ClassVar[str]
     version: ClassVar[str]
     fidelity: ClassVar[str]
+    spaces: ClassVar[tuple[str, ...]]  # names of the search spaces it can score
 
     def evaluate(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
         """Evaluate every config of ``batch`` (same order, one result each).

@@ -27,6 +27,7 @@ class SyntheticEvaluator:
     name: ClassVar[str] = "synthetic"
     version: ClassVar[str] = "1"
     fidelity: ClassVar[str] = "synthetic"
+    spaces: ClassVar[tuple[str, ...]] = ("xdna_gemm",)  # search spaces it can score
 
     def __init__(self, work_s: float = 0.05, fail_fraction: float = 0.0) -> None:
         if work_s < 0 or not 0 <= fail_fraction <= 1:

@@ -41,6 +41,7 @@ class AnalyticalEvaluator:
     name: ClassVar[str] = "analytical"
     version: ClassVar[str] = "1"
     fidelity: ClassVar[str] = "analytical"
+    spaces: ClassVar[tuple[str, ...]] = ("xdna_gemm", "cpu_gemm")  # search spaces it can score
 
     def score(self, batch: ConfigBatch, ctx: EvalContext) -> dict[str, np.ndarray]:
         return MODELS[ctx.space.name](batch, ctx.target, ctx.workload)

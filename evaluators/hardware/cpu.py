@@ -40,6 +40,7 @@ class CpuEvaluator:
     name: ClassVar[str] = "cpu"
     version: ClassVar[str] = "1"
     fidelity: ClassVar[str] = "hardware"
+    spaces: ClassVar[tuple[str, ...]] = ("cpu_gemm",)  # search spaces it can score
     device = "cpu0"
 
     def __init__(self, warmup: int = 1, min_repeats: int = 3, max_repeats: int = 7,

@@ -84,6 +84,7 @@ class SimulatorEvaluator:
     name: ClassVar[str] = "simulator"
     version: ClassVar[str] = "1"
     fidelity: ClassVar[str] = "simulator"
+    spaces: ClassVar[tuple[str, ...]] = ("xdna_gemm",)  # search spaces it can score
 
     def __init__(self, full: bool = False) -> None:
         self.full = full  # simulate every core and stream (slow; for checking the symmetry)
