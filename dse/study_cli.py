@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,8 +92,10 @@ def _print_summary(summary: RunSummary, storage: str | None) -> None:
         top = rows.iloc[0].to_dict()
         print(f"  best configuration (trial {top['number']}): "
               + ", ".join(f"{k}={top[k]}" for k in _param_columns(frame)))
-        print(key_values({k: top[k] for k in SHOWN_METRICS if k in top}, indent="    "))
-        if {"bound", "t_core_s", "t_comp_s", "t_mem_s", "balance"} <= set(top):
+        print(key_values({k: top[k] for k in SHOWN_METRICS if k in top and top[k] == top[k]},
+                         indent="    "))
+        if all(top.get(k) == top.get(k) and k in top
+               for k in ("bound", "t_core_s", "t_comp_s", "t_mem_s", "balance")):
             print(f"  {top['bound']}-bound: the cores are busy {top['t_core_s'] * 1e3:.3f} ms "
                   f"(kernels {top['t_comp_s'] * 1e3:.3f} ms, the rest zeroing and C drains), "
                   f"DRAM {top['t_mem_s'] * 1e3:.3f} ms (balance t_comp/t_mem = "
@@ -174,6 +177,20 @@ def cmd_trials(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fidelity(args: argparse.Namespace) -> int:
+    from dse.study.query import fidelity_report
+
+    report = fidelity_report(args.storage, args.study)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    elif not report:
+        print(f"study {args.study} has no ladder results")
+    else:
+        print(table(report, ("workload", "rung", "cheaper", "dearer", "n", "spearman",
+                             "kendall", "top_k", "top_k_overlap")))
+    return 0
+
+
 def add_study_commands(sub: Any) -> None:
     run = sub.add_parser("run", help="run or resume a study file")
     run.add_argument("study", help="study file (YAML)")
@@ -196,6 +213,12 @@ def add_study_commands(sub: Any) -> None:
     best.add_argument("--top", type=int, default=10)
     best.add_argument("--json", action="store_true")
     best.set_defaults(func=cmd_best)
+
+    fidelity = sub.add_parser("fidelity", help="how well each ladder rung ranked the next one")
+    fidelity.add_argument("study")
+    _storage_arg(fidelity)
+    fidelity.add_argument("--json", action="store_true")
+    fidelity.set_defaults(func=cmd_fidelity)
 
     trials = sub.add_parser("trials", help="query a study's trials")
     trials.add_argument("study")

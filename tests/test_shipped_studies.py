@@ -18,7 +18,10 @@ def test_there_are_studies():
     assert {"quick", "pareto_xdna2_int8", "xdna_int8_int8", "xdna2_bf16_bf16"} <= names
 
 
-@pytest.mark.parametrize("path", STUDIES, ids=[p.stem for p in STUDIES])
+SAMPLED = [p for p in STUDIES if not load_study(p).ladder]  # ladders: tests/test_ladder.py
+
+
+@pytest.mark.parametrize("path", SAMPLED, ids=[p.stem for p in SAMPLED])
 def test_study_runs(path, tmp_path):
     spec = load_study(path).with_overrides(trials=6)
     storage = str(tmp_path / "r.db")

@@ -20,7 +20,7 @@ def test_newer_schema_is_refused(storage_url):
     store = ResultStore(storage_url)
     with store.session() as s:
         s.execute(update(m.Meta).values(value=str(m.SCHEMA_VERSION + 1)))
-    with pytest.raises(StorageError, match="schema version 2; this dse knows up to 1"):
+    with pytest.raises(StorageError, match="schema version 3; this dse knows up to 2"):
         ResultStore(storage_url)
 
 
@@ -85,3 +85,14 @@ def test_many_processes_create_one_schema(storage_url):
 
     with multiprocessing.get_context("spawn").Pool(4) as pool:
         assert pool.map(_open, [storage_url] * 4) == [m.SCHEMA_VERSION] * 4
+
+
+def test_a_version_1_database_is_migrated(storage_url):
+    store = ResultStore(storage_url)
+    m.FidelityRow.__table__.drop(store.engine)
+    with store.session() as s:
+        s.execute(update(m.Meta).values(value="1"))
+    again = ResultStore(storage_url)
+    assert again.schema_version() == 2
+    with again.session() as s:
+        assert s.scalar(select(func.count()).select_from(m.FidelityRow)) == 0

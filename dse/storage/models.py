@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Base(DeclarativeBase):
@@ -115,3 +115,21 @@ class JournalRow(Base):
     study_id: Mapped[int] = mapped_column(ForeignKey("dse_studies.id"), index=True)
     seq: Mapped[int] = mapped_column(Integer)
     log: Mapped[dict] = mapped_column(JSON)
+
+
+class FidelityRow(Base):
+    """How well one ladder rung ranked the configs the next rung scored (schema version 2)."""
+
+    __tablename__ = "dse_fidelity"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("dse_studies.id"), index=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("dse_workloads.id"))
+    rung: Mapped[int] = mapped_column(Integer)  # the dearer rung of the pair
+    cheaper: Mapped[str] = mapped_column(String(100))
+    dearer: Mapped[str] = mapped_column(String(100))
+    n: Mapped[int] = mapped_column(Integer)
+    spearman: Mapped[float | None] = mapped_column(Float, nullable=True)
+    kendall: Mapped[float | None] = mapped_column(Float, nullable=True)
+    top_k: Mapped[int] = mapped_column(Integer)
+    top_k_overlap: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)

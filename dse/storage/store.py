@@ -252,10 +252,23 @@ class ResultStore:
         last = s.scalar(select(func.max(m.TrialRow.number)).where(m.TrialRow.study_id == study_id))
         return 0 if last is None else int(last) + 1
 
+    def trialled_keys(self, s: Session, study_id: int, workload_id: int,
+                      evaluator: str) -> set[str]:
+        """Config keys this study already has a trial for, by this evaluator."""
+        return set(s.scalars(
+            select(m.ConfigRow.key).join(m.TrialRow, m.TrialRow.config_id == m.ConfigRow.id)
+            .join(m.EvaluationRow, m.EvaluationRow.id == m.TrialRow.evaluation_id)
+            .where(m.TrialRow.study_id == study_id, m.TrialRow.workload_id == workload_id,
+                   m.EvaluationRow.evaluator == evaluator)))
+
     def add_trials(self, s: Session, rows: list[dict[str, Any]]) -> None:
         if rows:
             s.execute(m.TrialRow.__table__.insert(), rows)
 
 
+def _add_fidelity_table(store: ResultStore) -> None:
+    m.FidelityRow.__table__.create(store.engine, checkfirst=True)
+
+
 # Migration to schema version N, applied in order to databases written by an older dse.
-MIGRATIONS: dict[int, Any] = {}
+MIGRATIONS: dict[int, Any] = {2: _add_fidelity_table}

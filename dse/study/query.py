@@ -12,6 +12,8 @@ from dse.storage import ResultStore
 from dse.storage import models as m
 
 WORKLOAD_COLUMNS = ("shape", "dtype", "b_layout")
+# The best configs are judged by the most faithful results a study has.
+FIDELITY_RANK = {"analytical": 0, "synthetic": 1, "simulator": 2, "hardware": 3}
 TRIAL_COLUMNS = ("study", "number", "shape", "dtype", "b_layout", "status", "cached", "reason",
                  "evaluator", "version", "fidelity", "elapsed_s", "host", "created_at")
 
@@ -75,7 +77,8 @@ def pareto_mask(values: np.ndarray, maximize: list[bool]) -> np.ndarray:
 
 def best_trials(frame: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     """The ``top`` best ok trials for one objective, or the Pareto front for several (per
-    workload), best first by the first objective."""
+    workload), best first by the first objective; only the most faithful fidelity present in a
+    workload counts (a ladder's measurements over its model's predictions)."""
     objectives = frame.attrs.get("objectives", [("tops", "maximize")])
     ok = frame[frame["status"] == "ok"] if "status" in frame else frame
     if ok.empty:
@@ -86,6 +89,9 @@ def best_trials(frame: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     identity = [*WORKLOAD_COLUMNS, *(p for p in frame.attrs.get("params", [])
                                      if p not in WORKLOAD_COLUMNS)]
     for _, group in ok.groupby(list(WORKLOAD_COLUMNS), sort=False):
+        if "fidelity" in group:
+            rank = group["fidelity"].map(FIDELITY_RANK).fillna(0)
+            group = group[rank == rank.max()]
         group = group.drop_duplicates(subset=[c for c in identity if c in group.columns])
         if len(objectives) > 1:
             group = group[pareto_mask(group[metrics].to_numpy(dtype=float), maximize)]
@@ -118,3 +124,22 @@ def list_studies(storage: ResultStore | str | None) -> pd.DataFrame:
                 "status": study.status, "updated": study.updated_at})
     return pd.DataFrame(rows, columns=["study", "target", "workloads", "trials", "best_tops",
                                        "status", "updated"])
+
+
+def fidelity_report(storage: ResultStore | str | None, study: str) -> list[dict[str, Any]]:
+    """Rank agreement per workload and pair of ladder rungs (cheaper, dearer)."""
+    store = _store(storage)
+    with store.session() as s:
+        row = store.require_study(s, study)
+        result = s.execute(select(m.FidelityRow, m.WorkloadRow.body).join(
+            m.WorkloadRow, m.WorkloadRow.id == m.FidelityRow.workload_id).where(
+            m.FidelityRow.study_id == row.id).order_by(m.FidelityRow.id)).all()
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for fidelity, workload in result:  # a re-run records again: keep the latest
+        name = f"{workload['M']}x{workload['K']}x{workload['N']} {workload['dtype']}"
+        latest[(name, fidelity.rung)] = {
+            "workload": name, "rung": fidelity.rung, "cheaper": fidelity.cheaper,
+            "dearer": fidelity.dearer, "n": fidelity.n, "spearman": fidelity.spearman,
+            "kendall": fidelity.kendall, "top_k": fidelity.top_k,
+            "top_k_overlap": fidelity.top_k_overlap}
+    return list(latest.values())

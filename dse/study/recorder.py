@@ -26,6 +26,7 @@ class _Trial:
     params: dict[str, Any]
     result: EvalResult
     cached: bool
+    evaluator: Any
 
 
 class Recorder:
@@ -43,11 +44,13 @@ class Recorder:
         self.host, self.versions = host, versions
         self.commit_every, self.commit_interval_s = commit_every, commit_interval_s
         self._pending: list[_Trial] = []
-        self._results: dict[tuple[int, str], EvalResult] = {}  # seen by this run
-        self._stored_keys: dict[int, set[str]] = {}
+        # results seen by this run and config keys stored, per (workload, evaluator, version)
+        self._results: dict[tuple[int, str, str, str], EvalResult] = {}
+        self._stored_keys: dict[tuple[int, str, str], set[str]] = {}
         self._last_commit = time.monotonic()
 
-    def lookup(self, workload_id: int, keys: list[str]) -> dict[str, EvalResult]:
+    def lookup(self, workload_id: int, keys: list[str],
+               evaluator: Any = None) -> dict[str, EvalResult]:
         """Known results of these configs: this run's (committed or not), then the database's.
 
         Which configs the database holds is read once per workload (then kept up to date with
@@ -55,28 +58,29 @@ class Recorder:
         evaluation another runner commits meanwhile is not seen as a hit; storing it again is a
         no-op, so nothing is duplicated.
         """
-        ev = self.evaluator
-        if workload_id not in self._stored_keys:
+        ev = evaluator or self.evaluator
+        scope = (workload_id, ev.name, ev.version)
+        if scope not in self._stored_keys:
             with self.store.session() as s:
-                self._stored_keys[workload_id] = self.store.evaluated_keys(
+                self._stored_keys[scope] = self.store.evaluated_keys(
                     s, self.target_id, workload_id, ev.name, ev.version)
-        found = {k: self._results[(workload_id, k)] for k in keys
-                 if (workload_id, k) in self._results}
-        missing = [k for k in keys if k not in found and k in self._stored_keys[workload_id]]
+        found = {k: self._results[(*scope, k)] for k in keys if (*scope, k) in self._results}
+        missing = [k for k in keys if k not in found and k in self._stored_keys[scope]]
         if missing:
             with self.store.session() as s:
                 rows = self.store.find_evaluations_by_key(s, self.target_id, workload_id,
                                                           missing, ev.name, ev.version)
             for k, r in rows.items():
-                found[k] = self._results[(workload_id, k)] = EvalResult(
+                found[k] = self._results[(*scope, k)] = EvalResult(
                     Status(r.status), {}, r.metrics, r.reason, r.elapsed_s)
         return found
 
     def add(self, workload_id: int, keys: list[str], configs: list[dict[str, Any]],
-            results: list[EvalResult], cached: list[bool]) -> None:
+            results: list[EvalResult], cached: list[bool], evaluator: Any = None) -> None:
+        ev = evaluator or self.evaluator
         for key, params, result, hit in zip(keys, configs, results, cached, strict=True):
-            self._pending.append(_Trial(workload_id, key, params, result, hit))
-            self._results.setdefault((workload_id, key), result)
+            self._pending.append(_Trial(workload_id, key, params, result, hit, ev))
+            self._results.setdefault((workload_id, ev.name, ev.version, key), result)
         if (len(self._pending) >= self.commit_every
                 or time.monotonic() - self._last_commit >= self.commit_interval_s):
             self.flush()
@@ -86,14 +90,15 @@ class Recorder:
         and it all stays pending, so calling again (say after Ctrl-C) writes it whole."""
         if not self._pending and not self.journal.pending:
             return
-        ev, created = self.evaluator, now()
+        created = now()
         with self.store.session() as s:
             ids = self.store.config_ids(s, self.space, [t.params for t in self._pending])
             new_rows, seen = [], set()
             for trial, cid in zip(self._pending, ids, strict=True):
-                if trial.cached or (trial.workload_id, cid) in seen:
+                ev = trial.evaluator
+                if trial.cached or (trial.workload_id, cid, ev.name, ev.version) in seen:
                     continue
-                seen.add((trial.workload_id, cid))
+                seen.add((trial.workload_id, cid, ev.name, ev.version))
                 r = trial.result
                 new_rows.append({
                     "target_id": self.target_id, "workload_id": trial.workload_id,
@@ -103,25 +108,29 @@ class Recorder:
                     "elapsed_s": r.elapsed_s, "host": self.host, "versions": self.versions,
                     "created_at": created})
             self.store.put_evaluations(s, new_rows)
-            trial_rows = []
-            for workload_id in {t.workload_id for t in self._pending}:
+            evaluation_ids: dict[tuple[int, str, str, int], int] = {}
+            for workload_id, name, version in {(t.workload_id, t.evaluator.name,
+                                                t.evaluator.version) for t in self._pending}:
                 wanted = [cid for t, cid in zip(self._pending, ids, strict=True)
-                          if t.workload_id == workload_id]
+                          if (t.workload_id, t.evaluator.name) == (workload_id, name)]
                 stored = self.store.find_evaluations(s, self.target_id, workload_id, wanted,
-                                                     ev.name, ev.version)
-                trial_rows += [{
-                    "study_id": self.study_id, "number": self.next_number + i,
-                    "workload_id": workload_id, "config_id": cid,
-                    "evaluation_id": stored[cid].id, "status": t.result.status.value,
-                    "cached": int(t.cached), "created_at": created}
-                    for i, (t, cid) in enumerate(zip(self._pending, ids, strict=True))
-                    if t.workload_id == workload_id]
-            self.store.add_trials(s, trial_rows)
+                                                     name, version)
+                evaluation_ids.update({(workload_id, name, version, cid): row.id
+                                       for cid, row in stored.items()})
+            self.store.add_trials(s, [{
+                "study_id": self.study_id, "number": self.next_number + i,
+                "workload_id": t.workload_id, "config_id": cid,
+                "evaluation_id": evaluation_ids[(t.workload_id, t.evaluator.name,
+                                                 t.evaluator.version, cid)],
+                "status": t.result.status.value, "cached": int(t.cached), "created_at": created}
+                for i, (t, cid) in enumerate(zip(self._pending, ids, strict=True))])
             self.journal.write_pending(s)
             self.renew_lease(s)
         self.journal.mark_committed()
         for trial in self._pending:
-            self._stored_keys.setdefault(trial.workload_id, set()).add(trial.key)
+            ev = trial.evaluator
+            self._stored_keys.setdefault((trial.workload_id, ev.name, ev.version),
+                                         set()).add(trial.key)
         self.next_number += len(self._pending)
         self._pending = []
         self._last_commit = time.monotonic()

@@ -29,6 +29,7 @@ from dse.storage import ResultStore
 from dse.storage.journal import DseJournalStorage, SqlJournalBackend
 from dse.storage.store import config_key
 from dse.study.exhaustive import feasible_configs, run_exhaustive
+from dse.study.ladder import run_ladder
 from dse.study.pool import make_pool
 from dse.study.recorder import Recorder
 from dse.study.samplers import make_sampler
@@ -76,10 +77,13 @@ class StudyRunner:
     def __init__(self, spec: StudySpec, store: ResultStore, ray_address: str | None = None,
                  progress: Progress | None = None) -> None:
         self.spec, self.store, self.progress = spec, store, progress
+        self.ray_address = ray_address
         self.target = load_target(spec.target)
         self.evaluator = build_evaluator(spec.evaluator.name, spec.evaluator.options)
         self.owner = owner_id()
         self.deadline = (time.monotonic() + spec.budget.time_s) if spec.budget.time_s else None
+        for rung in spec.ladder:  # refuse unknown evaluator options before storing
+            build_evaluator(rung.evaluator.name, rung.evaluator.options)
         if spec.sampler.name != "exhaustive":
             make_sampler(spec, 1)  # refuse unknown options or a missing package before storing
         for workload in spec.workloads:  # refuse impossible spaces before touching the store
@@ -153,6 +157,9 @@ class StudyRunner:
             workload_id = self.store.workload_id(s, {**workload.to_dict(), "space": space.name})
             done = self.store.trial_count(s, self.study_id, workload_id)
         summary = WorkloadSummary(workload, trials=done)
+        if self.spec.ladder:
+            run_ladder(self, ctx, workload_id, summary)
+            return summary
         if self.spec.sampler.name == "exhaustive":
             run_exhaustive(self, ctx, workload_id, summary)
             return summary
@@ -180,20 +187,23 @@ class StudyRunner:
     # -- evaluation with the store as a cache -------------------------------------------------
     def evaluate_and_record(self, ctx: EvalContext, workload_id: int,
                             configs: list[dict[str, Any]], summary: WorkloadSummary,
-                            ) -> list[EvalResult]:
-        """Results for ``configs`` in order (stored ones reused), queued for the next commit."""
+                            evaluator: Any = None, pool: Any = None) -> list[EvalResult]:
+        """Results for ``configs`` in order (stored ones reused), queued for the next commit.
+
+        ``evaluator`` and ``pool`` default to the study's (a ladder passes each rung's)."""
+        evaluator, pool = evaluator or self.evaluator, pool or self.pool
         keys = [config_key(ctx.space.name, c) for c in configs]
-        known = self.recorder.lookup(workload_id, keys)
+        known = self.recorder.lookup(workload_id, keys, evaluator)
         cached = [k in known for k in keys]
         todo: dict[str, int] = {}  # config key -> first index needing it (dedupe in a batch)
         for i, key in enumerate(keys):
             if key not in known:
                 todo.setdefault(key, i)
-        fresh = self._evaluate_new(ctx, [configs[i] for i in todo.values()])
+        fresh = self._evaluate_new(ctx, [configs[i] for i in todo.values()], evaluator, pool)
         known.update(zip(todo, fresh, strict=True))
         results = [EvalResult(known[k].status, c, known[k].metrics, known[k].reason,
                               known[k].elapsed_s) for k, c in zip(keys, configs, strict=True)]
-        self.recorder.add(workload_id, keys, configs, results, cached)
+        self.recorder.add(workload_id, keys, configs, results, cached, evaluator)
         summary.trials += len(configs)
         summary.cached += sum(cached)
         summary.evaluated += len(todo)
@@ -206,7 +216,8 @@ class StudyRunner:
                           self.spec.budget.trials or 0, best)
         return results
 
-    def _evaluate_new(self, ctx: EvalContext, configs: list[dict[str, Any]]) -> list[EvalResult]:
+    def _evaluate_new(self, ctx: EvalContext, configs: list[dict[str, Any]], evaluator: Any,
+                      pool: Any) -> list[EvalResult]:
         if not configs:
             return []
         batch = ctx.space.encode(configs)
@@ -220,8 +231,7 @@ class StudyRunner:
         runnable = [i for i, r in enumerate(out) if r is None]
         if runnable:
             sub = {k: v[runnable] for k, v in batch.items()}
-            for i, result in zip(runnable, self.pool.evaluate(self.evaluator, sub, ctx),
-                                 strict=True):
+            for i, result in zip(runnable, pool.evaluate(evaluator, sub, ctx), strict=True):
                 out[i] = result
         return [r for r in out if r is not None]
 

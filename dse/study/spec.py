@@ -24,7 +24,8 @@ MINIMIZE = ("latency_s", "t_comp_s", "t_mem_s", "t_core_s", "l1_bytes", "l2_byte
             "dram_bytes_a", "dram_bytes_b", "dram_bytes_c", "padding_ratio")
 OBJECTIVE_METRICS = MAXIMIZE + MINIMIZE
 TOP_KEYS = ("name", "target", "workload", "workloads", "space", "evaluator", "sampler",
-            "objectives", "budget", "workers", "seed", "storage", "batch_size")
+            "objectives", "budget", "workers", "seed", "storage", "batch_size", "ladder")
+SELECTIONS = ("top", "spread")
 
 
 class StudyFileError(UsageError):
@@ -56,6 +57,18 @@ class PluginSpec:
 
 
 @dataclass(frozen=True)
+class Rung:
+    """One fidelity of a ladder: its evaluator, how many configs it passes on and how they are
+    chosen (``top``: the best; ``spread``: evenly over its ranking, best included), and the most
+    configs it may evaluate."""
+
+    evaluator: PluginSpec
+    keep: int | None = None
+    select: str = "top"
+    trials: int | None = None
+
+
+@dataclass(frozen=True)
 class Budget:
     trials: int | None = None  # per workload
     time_s: float | None = None  # whole run
@@ -75,6 +88,7 @@ class StudySpec:
     seed: int = 0
     storage: str | None = None
     batch_size: int | None = None
+    ladder: tuple[Rung, ...] = ()
     source: str = ""
 
     def identity(self) -> dict[str, Any]:
@@ -89,6 +103,9 @@ class StudySpec:
             "sampler": {"name": self.sampler.name, "options": self.sampler.options},
             "objectives": [[o.metric, o.direction] for o in self.objectives],
             "seed": self.seed,
+            **({"ladder": [{"evaluator": r.evaluator.name, "options": r.evaluator.options,
+                            "keep": r.keep, "select": r.select, "trials": r.trials}
+                           for r in self.ladder]} if self.ladder else {}),
         }
 
     def with_overrides(self, trials: int | None = None, workers: int | None = None) -> StudySpec:
@@ -181,12 +198,21 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
         else None,
         time_s=r.number(budget_raw["time_s"], "budget.time_s") if "time_s" in budget_raw
         else None)
-    if sampler.name != "exhaustive" and budget.trials is None and budget.time_s is None:
+    if (sampler.name != "exhaustive" and "ladder" not in data and budget.trials is None
+            and budget.time_s is None):
         raise StudyFileError(f"{source}: key 'budget': give trials and/or time_s (only the "
                              "exhaustive sampler needs no budget)")
     if sampler.name == "cmaes" and len(objectives) > 1:
         raise StudyFileError(f"{source}: key 'sampler': cmaes optimises one objective; use "
                              "nsga2, tpe or random for several")
+    ladder = _ladder(r, data.get("ladder"), target)
+    if ladder and ("evaluator" in data or "sampler" in data):
+        raise StudyFileError(f"{source}: a study with a 'ladder' takes its evaluators from the "
+                             "rungs and scores the whole space: drop 'evaluator' and 'sampler'")
+    if ladder:
+        evaluator, sampler = ladder[-1].evaluator, PluginSpec("exhaustive")
+    else:
+        _check_evaluator_space(r, evaluator, target, "evaluator")
     storage = data.get("storage")
     return StudySpec(
         name=name, target=_resolve_path(target_name, source), workloads=workloads, space=space,
@@ -196,8 +222,44 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
         storage=None if storage is None else r.text(storage, "storage"),
         batch_size=None if data.get("batch_size") is None
         else r.integer(data["batch_size"], "batch_size", 1),
-        source=source,
+        ladder=ladder, source=source,
     )
+
+
+def _check_evaluator_space(r: _Reader, plugin: PluginSpec, target: Any, key: str) -> None:
+    from dse.registry import evaluator_class
+
+    spaces = evaluator_class(plugin.name).spaces
+    if target.space not in spaces:
+        raise StudyFileError(f"{r.source}: key '{key}': evaluator {plugin.name!r} cannot score "
+                             f"target {target.name!r} (space {target.space}); it scores "
+                             f"{', '.join(spaces)}")
+
+
+def _ladder(r: _Reader, raw: Any, target: Any) -> tuple[Rung, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) < 2:
+        raise r.fail("ladder", raw, "expected a list of at least two rungs")
+    rungs = []
+    for i, item in enumerate(raw):
+        key = f"ladder[{i}]"
+        data = r.mapping(item, key, ("evaluator", "options", "keep", "select", "budget"))
+        plugin = _plugin(r, {"name": data.get("evaluator", _MISSING),
+                             "options": data.get("options", {})}, f"{key}.evaluator", None)
+        _check_evaluator_space(r, plugin, target, f"{key}.evaluator")
+        last = i == len(raw) - 1
+        keep = data.get("keep")
+        if keep is None and not last:
+            raise r.fail(f"{key}.keep", _MISSING, "every rung but the last passes on 'keep' "
+                         "configs")
+        budget = r.mapping(data.get("budget", {}), f"{key}.budget", ("trials",))
+        rungs.append(Rung(
+            evaluator=plugin, keep=None if keep is None else r.integer(keep, f"{key}.keep", 1),
+            select=r.choice(data.get("select", "top"), f"{key}.select", SELECTIONS),
+            trials=r.integer(budget["trials"], f"{key}.budget.trials", 1)
+            if "trials" in budget else None))
+    return tuple(rungs)
 
 
 def _resolve_path(target: str, source: str) -> str:

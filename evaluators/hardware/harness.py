@@ -63,7 +63,10 @@ class Measurement:
 def _worker(conn: Any) -> None:
     """Run jobs sent by the harness until told to stop (runs in its own process)."""
     while True:
-        message = conn.recv()
+        try:
+            message = conn.recv()
+        except EOFError:  # the harness went away
+            return
         if message is None:
             return
         target, job = message

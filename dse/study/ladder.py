@@ -1,0 +1,130 @@
+"""The fidelity ladder: each rung scores what the previous one kept, and how well the cheaper
+rung ranked what the dearer one measured is recorded.
+
+Rung 0 scores every feasible config of the study's space (vectorised when its evaluator can);
+its kept configs, and every config a later rung scores, become trials. After each later rung the
+rank agreement with the rung before it, on the configs both scored, is stored: Spearman and
+Kendall (tau-b) correlations and the overlap of their top-k sets. Re-running the study reuses
+every stored result and adds no trial twice.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from dse.problem import build_evaluator
+from dse.results import EvalResult
+from dse.storage import models as m
+from dse.storage.store import config_key, now
+from dse.study.exhaustive import feasible_configs
+from dse.study.pool import make_pool
+from evaluators.base import EvalContext
+from search_spaces.base import batch_take
+
+if TYPE_CHECKING:
+    from dse.study.runner import StudyRunner, WorkloadSummary
+
+
+def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> float:
+    """Kendall's tau-b (ties counted once per pair), O(n^2) for the few configs a rung keeps."""
+    da = np.sign(a[:, None] - a[None, :])
+    db = np.sign(b[:, None] - b[None, :])
+    upper = np.triu_indices(len(a), 1)
+    da, db = da[upper], db[upper]
+    concordant = float(np.sum(da * db))
+    denominator = np.sqrt(float(np.sum(da != 0)) * float(np.sum(db != 0)))
+    return concordant / denominator if denominator else float("nan")
+
+
+def agreement(cheap: np.ndarray, dear: np.ndarray, k: int) -> dict[str, float]:
+    """Rank agreement of two score vectors (higher is better in both)."""
+    spearman = float(pd.Series(cheap).corr(pd.Series(dear), method="spearman"))
+    top_cheap = set(np.argsort(-cheap, kind="stable")[:k])
+    top_dear = set(np.argsort(-dear, kind="stable")[:k])
+    return {"spearman": spearman, "kendall": kendall_tau_b(cheap, dear),
+            "top_k_overlap": len(top_cheap & top_dear) / k}
+
+
+def choose(scores: np.ndarray, keep: int, how: str) -> np.ndarray:
+    """Indices of the configs to pass on: the best ``keep`` or ``keep`` spread over the
+    ranking (best included); configs without a score are never passed on."""
+    ranked = [i for i in np.argsort(-scores, kind="stable") if np.isfinite(scores[i])]
+    if how == "top" or keep >= len(ranked):
+        return np.array(ranked[:keep], dtype=np.int64)
+    positions = np.unique(np.round(np.linspace(0, len(ranked) - 1, keep)).astype(int))
+    return np.array([ranked[p] for p in positions], dtype=np.int64)
+
+
+def run_ladder(runner: StudyRunner, ctx: EvalContext, workload_id: int,
+               summary: WorkloadSummary) -> None:
+    spec = runner.spec
+    objective = spec.objectives[0]
+    sign = 1.0 if objective.direction == "maximize" else -1.0
+
+    def scored(results: list[EvalResult]) -> np.ndarray:
+        return np.array([sign * float(r.metrics[objective.metric]) if r.ok else np.nan
+                         for r in results])
+
+    batch = feasible_configs(ctx, spec)
+    previous: dict[str, float] | None = None
+    for index, rung in enumerate(spec.ladder):
+        evaluator = build_evaluator(rung.evaluator.name, rung.evaluator.options)
+        if index == 0 and hasattr(evaluator, "score"):  # score the whole space at once
+            values = evaluator.score(batch, ctx)[objective.metric].astype(float) * sign
+            kept = choose(values, rung.keep or len(values), rung.select)
+            batch = batch_take(batch, kept)
+        configs = ctx.space.decode(batch)
+        if rung.trials is not None:
+            configs = configs[:rung.trials]
+        pool = make_pool(evaluator, spec.workers, runner.ray_address)
+        try:
+            results = _evaluate_once(runner, ctx, workload_id, configs, summary, evaluator, pool)
+        finally:
+            pool.close()
+            if hasattr(evaluator, "close"):
+                evaluator.close()
+        scores = scored(results)
+        keys = [config_key(ctx.space.name, c) for c in configs]
+        if previous is not None:
+            _record_agreement(runner, workload_id, index, spec.ladder[index - 1].evaluator.name,
+                              evaluator.name, previous, dict(zip(keys, scores, strict=True)))
+        previous = dict(zip(keys, scores, strict=True))
+        if index + 1 < len(spec.ladder):
+            kept = choose(scores, rung.keep or len(scores), rung.select)
+            batch = ctx.space.encode([configs[i] for i in kept])
+        runner.recorder.flush()
+
+
+def _evaluate_once(runner: StudyRunner, ctx: EvalContext, workload_id: int,
+                   configs: list[dict[str, Any]], summary: WorkloadSummary, evaluator: Any,
+                   pool: Any) -> list[EvalResult]:
+    """Results of every config; a trial only for those this study has none of yet."""
+    runner.recorder.flush()
+    with runner.store.session() as s:
+        done = runner.store.trialled_keys(s, runner.study_id, workload_id, evaluator.name)
+    keys = [config_key(ctx.space.name, c) for c in configs]
+    fresh = [c for c, k in zip(configs, keys, strict=True) if k not in done]
+    results = dict(zip([config_key(ctx.space.name, c) for c in fresh],
+                       runner.evaluate_and_record(ctx, workload_id, fresh, summary, evaluator,
+                                                  pool) if fresh else [], strict=True))
+    old = [k for k in keys if k in done]
+    results.update(runner.recorder.lookup(workload_id, old, evaluator))
+    return [results[k] for k in keys]
+
+
+def _record_agreement(runner: StudyRunner, workload_id: int, rung: int, cheaper: str,
+                      dearer: str, cheap: dict[str, float], dear: dict[str, float]) -> None:
+    common = [k for k in dear if k in cheap and np.isfinite(dear[k]) and np.isfinite(cheap[k])]
+    k = max(1, min(5, len(common) // 2))
+    values = (agreement(np.array([cheap[c] for c in common]),
+                        np.array([dear[c] for c in common]), k)
+              if len(common) >= 3 else {"spearman": None, "kendall": None,
+                                        "top_k_overlap": None})
+    with runner.store.session() as s:
+        s.execute(m.FidelityRow.__table__.insert(), [{
+            "study_id": runner.study_id, "workload_id": workload_id, "rung": rung,
+            "cheaper": cheaper, "dearer": dearer, "n": len(common), "top_k": k,
+            "created_at": now(), **values}])

@@ -1,0 +1,81 @@
+"""The fidelity ladder: the shipped CPU study end to end, and an XDNA model -> simulator ladder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dse.cli import main
+from dse.study.ladder import agreement, choose, kendall_tau_b
+from dse.study.query import best_trials, fidelity_report, load_trials
+from dse.study.runner import run_study
+from dse.study.spec import StudyFileError, load_study, study_from_dict
+
+STUDIES = Path(__file__).parents[1] / "studies"
+
+
+def test_cpu_ladder_study(tmp_path, capsys):
+    storage = str(tmp_path / "r.db")
+    spec = load_study(STUDIES / "cpu_ladder.yaml")
+    summary = run_study(spec, storage)
+    assert summary.status == "finished"
+    frame = load_trials(storage, spec.name)
+    measured = frame[frame["evaluator"] == "cpu"]
+    assert len(measured) == 16 and (measured["status"] == "ok").all()
+    assert measured["tops"].max() >= 1.5 * measured["tops"].median()
+    best = best_trials(frame, top=1).iloc[0]
+    assert best["evaluator"] == "cpu" and best["tops"] == measured["tops"].max()
+    (row,) = fidelity_report(storage, spec.name)
+    assert (row["cheaper"], row["dearer"], row["n"]) == ("analytical", "cpu", 16)
+    assert row["spearman"] >= 0.6
+    # running it again measures nothing and adds no trial
+    again = run_study(spec, storage)
+    assert again.workloads[0].evaluated == 0 and len(load_trials(storage, spec.name)) == 32
+    assert main(["fidelity", spec.name, "--storage", storage]) == 0
+    assert "analytical" in capsys.readouterr().out
+
+
+def test_model_to_simulator_ladder(tmp_path):
+    storage = str(tmp_path / "r.db")
+    spec = study_from_dict({
+        "name": "xladder", "target": "xdna", "workload": {"shape": "2048x2048x2048",
+                                                          "dtype": "int8-int8"},
+        "ladder": [{"evaluator": "analytical", "keep": 12},
+                   {"evaluator": "simulator", "keep": 4},
+                   {"evaluator": "synthetic", "options": {"work_s": 0.0}}]})
+    run_study(spec, storage)
+    frame = load_trials(storage, "xladder")
+    assert frame.groupby("evaluator").size().to_dict() == {
+        "analytical": 12, "simulator": 12, "synthetic": 4}
+    report = fidelity_report(storage, "xladder")
+    assert [(r["cheaper"], r["dearer"], r["n"]) for r in report] == [
+        ("analytical", "simulator", 12), ("simulator", "synthetic", 4)]
+    assert report[0]["spearman"] > 0.5
+
+
+def test_rank_helpers():
+    a = np.array([1.0, 2.0, 3.0, 4.0])
+    assert kendall_tau_b(a, a) == pytest.approx(1.0)
+    assert kendall_tau_b(a, -a) == pytest.approx(-1.0)
+    result = agreement(a, np.array([1.0, 3.0, 2.0, 4.0]), k=2)
+    assert result["spearman"] == pytest.approx(0.8) and result["top_k_overlap"] == 0.5
+    scores = np.array([5.0, np.nan, 1.0, 3.0, 4.0, 2.0])
+    assert list(choose(scores, 2, "top")) == [0, 4]
+    assert list(choose(scores, 3, "spread")) == [0, 3, 2]
+
+
+@pytest.mark.parametrize(("ladder", "message"), [
+    ([{"evaluator": "analytical", "keep": 5}], "at least two rungs"),
+    ([{"evaluator": "analytical"}, {"evaluator": "cpu"}], "passes on 'keep'"),
+    ([{"evaluator": "analytical", "keep": 5}, {"evaluator": "simulator"}],
+     "cannot score target 'cpu'"),
+    ([{"evaluator": "analytical", "keep": 5, "select": "best"}, {"evaluator": "cpu"}],
+     "allowed: top, spread"),
+])
+def test_bad_ladders(ladder, message):
+    with pytest.raises(StudyFileError, match=message):
+        study_from_dict({"name": "x", "target": "cpu",
+                         "workload": {"shape": "256x256x256", "dtype": "fp32-fp32"},
+                         "ladder": ladder})
