@@ -19,6 +19,7 @@ SEARCH_SPACES: dict[str, str] = {
 EVALUATORS: dict[str, str] = {
     "analytical": "evaluators.analytical:AnalyticalEvaluator",
     "cpu": "evaluators.hardware.cpu:CpuEvaluator",
+    "iron": "evaluators.hardware.iron:IronEvaluator",
     "simulator": "evaluators.simulator:SimulatorEvaluator",
     "synthetic": "evaluators.synthetic:SyntheticEvaluator",
 }
