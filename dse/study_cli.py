@@ -191,6 +191,41 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from dse.offline.exchange import export_configs
+
+    options = {}
+    for item in args.option or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--option expects KEY=VALUE, got {item!r}")
+        options[key] = _literal(value)
+    written, skipped = export_configs(args.storage, args.study, args.top, args.out,
+                                      args.evaluator, options)
+    for reason in skipped:
+        print(f"skipped: {reason}", file=sys.stderr)
+    runner = Path(__file__).parent / "offline" / "runner.py"
+    print(f"wrote {written} configs to {args.out}; measure them with `python3 runner.py "
+          f"{args.out} results.json` (copy {runner}), then `dse ingest results.json`")
+    return 0
+
+
+def _literal(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from dse.offline.exchange import ingest
+
+    added = ingest(args.storage, args.results)
+    print(f"{added['results']} results: {added['evaluations']} new evaluations, "
+          f"{added['trials']} new trials")
+    return 0
+
+
 def add_study_commands(sub: Any) -> None:
     run = sub.add_parser("run", help="run or resume a study file")
     run.add_argument("study", help="study file (YAML)")
@@ -219,6 +254,22 @@ def add_study_commands(sub: Any) -> None:
     _storage_arg(fidelity)
     fidelity.add_argument("--json", action="store_true")
     fidelity.set_defaults(func=cmd_fidelity)
+
+    export = sub.add_parser("export-configs", help="write a study's best configs for a device "
+                            "machine without dse")
+    export.add_argument("study")
+    _storage_arg(export)
+    export.add_argument("--top", type=int, default=10, help="configs per workload")
+    export.add_argument("--out", required=True, metavar="FILE.json")
+    export.add_argument("--evaluator", default="cpu", help="backend to measure with: cpu or iron")
+    export.add_argument("--option", action="append", metavar="KEY=VALUE",
+                        help="backend option, e.g. mlir_aie_dir=/opt/mlir-aie flow=jit")
+    export.set_defaults(func=cmd_export)
+
+    ing = sub.add_parser("ingest", help="store measurements made by the offline runner")
+    ing.add_argument("results", metavar="results.json")
+    _storage_arg(ing)
+    ing.set_defaults(func=cmd_ingest)
 
     trials = sub.add_parser("trials", help="query a study's trials")
     trials.add_argument("study")

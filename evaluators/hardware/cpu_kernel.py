@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from dse.offline.runner import blocked_gemm
 from evaluators.hardware.harness import RunOutput
 
 _cache: dict[tuple[int, int, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -24,24 +25,6 @@ def _inputs(M: int, K: int, N: int, seed: int) -> tuple[np.ndarray, np.ndarray, 
         b = rng.standard_normal((K, N), dtype=np.float32)
         _cache[key] = (a, b, a @ b)
     return _cache[key]
-
-
-def blocked_gemm(a: np.ndarray, b: np.ndarray, mc: int, kc: int, nc: int, pack_a: bool,
-                 pack_b: bool) -> np.ndarray:
-    M, K = a.shape
-    N = b.shape[1]
-    c = np.zeros((M, N), dtype=np.float32)
-    for j in range(0, N, nc):
-        for p in range(0, K, kc):
-            b_block = b[p:p + kc, j:j + nc]
-            if pack_b:
-                b_block = np.ascontiguousarray(b_block)
-            for i in range(0, M, mc):
-                a_block = a[i:i + mc, p:p + kc]
-                if pack_a:
-                    a_block = np.ascontiguousarray(a_block)
-                c[i:i + mc, j:j + nc] += a_block @ b_block
-    return c
 
 
 def run(M: int, K: int, N: int, mc: int, kc: int, nc: int, pack_a: bool, pack_b: bool,

@@ -1,0 +1,139 @@
+"""``dse export-configs`` and ``dse ingest``: configs out to a device machine, results back.
+
+The exported file lists each config with its workload and the job the runner performs (a CPU
+run, or the exact commands of the IRON flow); the results file returns one entry per config.
+Ingesting stores each result as an evaluation of the named evaluator (its identity makes a
+second ingest a no-op) and as a trial of the study.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dse.errors import UsageError
+from dse.problem import build_context, build_evaluator
+from dse.results import EvalResult, Status
+from dse.storage import ResultStore, canonical_key
+from dse.storage.store import config_key, now
+from dse.study.query import best_trials, load_trials
+from dse.target import load_target
+
+CONFIGS_FORMAT = "dse-configs/1"
+RESULTS_FORMAT = "dse-results/1"
+
+
+def _job(evaluator: Any, params: dict[str, Any], ctx: Any) -> dict[str, Any] | str:
+    w = ctx.workload
+    if evaluator.name == "cpu":
+        return {"kind": "cpu", "M": w.M, "K": w.K, "N": w.N, "mc": params["mc"],
+                "kc": params["kc"], "nc": params["nc"], "pack_a": params["pack_a"] == "yes",
+                "pack_b": params["pack_b"] == "yes", "seed": evaluator.seed}
+    if evaluator.name == "iron":
+        plan = evaluator.plan(params, ctx)
+        if isinstance(plan, str):
+            return plan
+        return {"kind": "command", "commands": [*plan.build, plan.run], "cwd": str(plan.cwd),
+                "timeout_s": evaluator.timeout_s}
+    raise UsageError(f"evaluator {evaluator.name!r} does not run offline; use cpu or iron")
+
+
+def export_configs(storage: str | None, study: str, top: int, out: str | Path,
+                   evaluator_name: str, options: dict[str, Any]) -> tuple[int, list[str]]:
+    """Write the study's ``top`` best configs per workload; returns (written, skipped reasons)."""
+    store = ResultStore(storage)
+    frame = load_trials(store, study)
+    best = best_trials(frame, top)
+    with store.session() as s:
+        spec = store.require_study(s, study).spec
+    evaluator = build_evaluator(evaluator_name, options)
+    params_names = frame.attrs.get("params", [])
+    configs, skipped = [], []
+    for _, row in best.iterrows():
+        ctx = build_context(spec["target"], row["dtype"], row["shape"], row["b_layout"])
+        params = ctx.space.resolve({k: row[k] for k in params_names})
+        job = _job(evaluator, params, ctx)
+        if isinstance(job, str):
+            skipped.append(job)
+            continue
+        workload = ctx.workload.to_dict()
+        configs.append({"id": canonical_key({"workload": workload,
+                                             "config": config_key(ctx.space.name, params)}),
+                        "workload": workload, "params": params, "job": job})
+    Path(out).write_text(json.dumps({
+        "format": CONFIGS_FORMAT, "study": study, "target": spec["target"],
+        "evaluator": {"name": evaluator.name, "version": evaluator.version,
+                      "fidelity": evaluator.fidelity, "options": options},
+        "configs": configs}, indent=1))
+    return len(configs), skipped
+
+
+def _result(entry: dict[str, Any], evaluator: Any) -> EvalResult:
+    params = entry["params"]
+    if entry["status"] == "raw":  # the device machine returned what the tools printed
+        from evaluators.hardware.iron import parse_output
+
+        status, seconds, reason = parse_output(entry["output"], entry["returncode"],
+                                               evaluator.flow)
+        metrics = {"latency_s": seconds} if seconds else {}
+        return EvalResult(status, params, metrics, reason, entry.get("elapsed_s", 0.0))
+    return EvalResult(Status(entry["status"]), params, entry.get("metrics", {}),
+                      entry.get("reason"), entry.get("elapsed_s", 0.0))
+
+
+def ingest(storage: str | None, path: str | Path) -> dict[str, int]:
+    """Store a results file; returns how many evaluations and trials were new."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UsageError(f"results file {str(path)!r} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
+        raise UsageError(f"{path}: not a dse results file (format {RESULTS_FORMAT!r}, written by "
+                         "the offline runner)")
+    store = ResultStore(storage)
+    with store.session() as s:
+        study = store.require_study(s, data["study"])
+        target = load_target(study.spec["target"])
+    spec_ev = data["evaluator"]
+    evaluator = build_evaluator(spec_ev["name"], spec_ev.get("options") or {})
+    added = {"evaluations": 0, "trials": 0, "results": len(data["results"])}
+    host = data.get("provenance", {}).get("host", "offline")
+    with store.session() as s:
+        target_id = store.target_id(s, target.digest(), target.name, target.to_dict())
+        for entry in data["results"]:
+            w = entry["workload"]
+            ctx = build_context(study.spec["target"], w["dtype"],
+                                f"{w['M']}x{w['K']}x{w['N']}", w["b_layout"])
+            result = _result(entry, evaluator)
+            if result.ok and "tops" not in result.metrics and "latency_s" in result.metrics:
+                result.metrics["tops"] = 2.0 * ctx.workload.macs / result.metrics["latency_s"] \
+                    / 1e12
+            workload_id = store.workload_id(s, {**ctx.workload.to_dict(),
+                                                "space": ctx.space.name})
+            (config_id,) = store.config_ids(s, ctx.space.name, [result.params])
+            before = store.find_evaluations(s, target_id, workload_id, [config_id],
+                                            evaluator.name, evaluator.version)
+            store.put_evaluations(s, [{
+                "target_id": target_id, "workload_id": workload_id, "config_id": config_id,
+                "evaluator": evaluator.name, "version": evaluator.version,
+                "fidelity": evaluator.fidelity, "status": result.status.value,
+                "reason": result.reason, "metrics": {**result.metrics,
+                                                     **data.get("provenance", {})},
+                "tops": result.metrics.get("tops"), "elapsed_s": result.elapsed_s,
+                "host": host, "versions": data.get("provenance", {}), "created_at": now()}])
+            added["evaluations"] += not before
+            key = config_key(ctx.space.name, result.params)
+            if key in store.trialled_keys(s, study.id, workload_id, evaluator.name):
+                continue
+            stored = store.find_evaluations(s, target_id, workload_id, [config_id],
+                                            evaluator.name, evaluator.version)[config_id]
+            store.add_trials(s, [{
+                "study_id": study.id, "number": store.next_trial_number(s, study.id),
+                "workload_id": workload_id, "config_id": config_id,
+                "evaluation_id": stored.id, "status": stored.status, "cached": 0,
+                "created_at": now()}])
+            added["trials"] += 1
+    return added

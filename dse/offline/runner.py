@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Measure exported dse configurations on this machine; needs only Python (and NumPy for CPU jobs).
+
+    python3 runner.py configs.json results.json
+
+Copy this one file next to ``configs.json`` (written by ``dse export-configs``), run it, and
+bring ``results.json`` back for ``dse ingest``. Jobs of kind ``cpu`` run the blocked GEMM here
+(timed, checked against A @ B); jobs of kind ``command`` run the given commands and return
+their output for dse to interpret.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+RESULTS_FORMAT = "dse-results/1"
+
+
+def blocked_gemm(a: Any, b: Any, mc: int, kc: int, nc: int, pack_a: bool, pack_b: bool) -> Any:
+    """C = A @ B computed block by block (optionally packing blocks into contiguous buffers)."""
+    import numpy as np
+
+    M, K = a.shape
+    N = b.shape[1]
+    c = np.zeros((M, N), dtype=np.float32)
+    for j in range(0, N, nc):
+        for p in range(0, K, kc):
+            b_block = b[p:p + kc, j:j + nc]
+            if pack_b:
+                b_block = np.ascontiguousarray(b_block)
+            for i in range(0, M, mc):
+                a_block = a[i:i + mc, p:p + kc]
+                if pack_a:
+                    a_block = np.ascontiguousarray(a_block)
+                c[i:i + mc, j:j + nc] += a_block @ b_block
+    return c
+
+
+def run_cpu(job: dict[str, Any], repeats: int = 5, warmup: int = 1) -> dict[str, Any]:
+    import numpy as np
+
+    rng = np.random.default_rng(job.get("seed", 0))
+    a = rng.standard_normal((job["M"], job["K"]), dtype=np.float32)
+    b = rng.standard_normal((job["K"], job["N"]), dtype=np.float32)
+    reference = a @ b
+    times = []
+    for index in range(warmup + repeats):
+        start = time.perf_counter()
+        c = blocked_gemm(a, b, job["mc"], job["kc"], job["nc"], job["pack_a"], job["pack_b"])
+        elapsed = time.perf_counter() - start
+        error = float(np.max(np.abs(c - reference)))
+        if error > 1e-3 * float(np.max(np.abs(reference))) + 1e-3:
+            return {"status": "failed", "reason": f"wrong product: max |error| {error:.3g}"}
+        if index >= warmup:
+            times.append(elapsed)
+    median = statistics.median(times)
+    return {"status": "ok", "metrics": {
+        "latency_s": median, "tops": 2.0 * job["M"] * job["K"] * job["N"] / median / 1e12,
+        "spread": (max(times) - min(times)) / median, "repeats": len(times), "times_s": times}}
+
+
+def run_command(job: dict[str, Any]) -> dict[str, Any]:
+    output, code = [], 0
+    for argv in job["commands"]:
+        try:
+            done = subprocess.run(argv, cwd=job.get("cwd"), capture_output=True, text=True,
+                                  timeout=job.get("timeout_s", 600))
+        except subprocess.TimeoutExpired:
+            return {"status": "raw", "output": "".join(output), "returncode": None}
+        except FileNotFoundError as exc:
+            return {"status": "raw", "output": str(exc), "returncode": 127}
+        output.append(done.stdout + done.stderr)
+        code = done.returncode
+        if code != 0:
+            break
+    return {"status": "raw", "output": "".join(output), "returncode": code}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(argv[0]) as handle:
+        exported = json.load(handle)
+    results = []
+    for number, item in enumerate(exported["configs"], start=1):
+        print(f"[{number}/{len(exported['configs'])}] {item['id'][:12]} ...", file=sys.stderr)
+        start = time.perf_counter()
+        job = item["job"]
+        outcome = run_cpu(job) if job["kind"] == "cpu" else run_command(job)
+        results.append({"id": item["id"], "workload": item["workload"], "params": item["params"],
+                        "elapsed_s": time.perf_counter() - start, **outcome})
+    provenance = {"host": platform.node(), "python": platform.python_version(),
+                  "machine": platform.machine(), "processor": platform.processor()}
+    with open(argv[1], "w") as handle:
+        json.dump({"format": RESULTS_FORMAT, "study": exported["study"],
+                   "evaluator": exported["evaluator"], "provenance": provenance,
+                   "results": results}, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
