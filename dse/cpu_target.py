@@ -34,6 +34,8 @@ class CpuModel:
     flops_per_s: float  # one BLAS call on cache-resident blocks, one thread
     call_s: float  # fixed cost of one block step (interpreter + BLAS dispatch)
     copy_bytes_per_s: float  # packing a block into a contiguous buffer
+    c_update_bytes_per_s: float  # adding a step's product into C (4 passes over the C block)
+    row_s: float  # per row of a C block touched in a step (a new cache line and page per row)
     l1_bytes_per_s: float  # operand traffic of a block step whose footprint fits L1
     l2_bytes_per_s: float
     l3_bytes_per_s: float

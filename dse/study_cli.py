@@ -226,6 +226,23 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from dse.calibrate_study import calibrate_study
+
+    report = calibrate_study(args.storage, args.study, args.evaluator, args.against, args.out)
+    if args.json:
+        print(json.dumps({"fitted": report.fitted, "before": report.before,
+                          "after": report.after, "n_fit": report.n_fit,
+                          "n_held_out": report.n_held_out, "out": str(report.out)}, indent=2))
+        return 0
+    print(f"fitted on {report.n_fit} measurements, checked on {report.n_held_out} held out:")
+    print(f"  mean |error| {report.before['mape']:.1%} -> {report.after['mape']:.1%}, "
+          f"Spearman {report.before['spearman']:.3f} -> {report.after['spearman']:.3f}")
+    print(key_values(report.fitted))
+    print(f"wrote {report.out} (use it with --target {report.out})")
+    return 0
+
+
 def add_study_commands(sub: Any) -> None:
     run = sub.add_parser("run", help="run or resume a study file")
     run.add_argument("study", help="study file (YAML)")
@@ -270,6 +287,16 @@ def add_study_commands(sub: Any) -> None:
     ing.add_argument("results", metavar="results.json")
     _storage_arg(ing)
     ing.set_defaults(func=cmd_ingest)
+
+    cal = sub.add_parser("calibrate", help="refit a model's coefficients to a study's "
+                         "measurements and write a new target file")
+    cal.add_argument("study")
+    _storage_arg(cal)
+    cal.add_argument("--evaluator", default="analytical", help="the model to refit")
+    cal.add_argument("--against", required=True, help="the evaluator whose results are truth")
+    cal.add_argument("--out", help="new target file (default ./<target>-calibrated.toml)")
+    cal.add_argument("--json", action="store_true")
+    cal.set_defaults(func=cmd_calibrate)
 
     trials = sub.add_parser("trials", help="query a study's trials")
     trials.add_argument("study")

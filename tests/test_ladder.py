@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,19 @@ def test_cpu_ladder_study(tmp_path, capsys):
     assert again.workloads[0].evaluated == 0 and len(load_trials(storage, spec.name)) == 32
     assert main(["fidelity", spec.name, "--storage", storage]) == 0
     assert "analytical" in capsys.readouterr().out
+
+    # calibrating the model on these measurements improves it on the held-out ones
+    out = tmp_path / "cpu-calibrated.toml"
+    assert main(["calibrate", spec.name, "--storage", storage, "--against", "cpu", "--out",
+                 str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["n_held_out"] >= 5 and report["after"]["mape"] < report["before"]["mape"]
+    from dse.target import load_target
+
+    assert load_target(str(out)).model.flops_per_s == pytest.approx(
+        report["fitted"]["model.flops_per_s"], rel=1e-5)
+    assert main(["calibrate", spec.name, "--storage", storage, "--against", "iron"]) == 2
+    assert "calibration needs at least 6" in capsys.readouterr().err
 
 
 def test_model_to_simulator_ladder(tmp_path):

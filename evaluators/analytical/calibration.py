@@ -339,12 +339,11 @@ def calibrated_values(target: Target) -> dict[str, float]:
     return out
 
 
-def write_values(path: Path, target: Target) -> None:
-    """Rewrite the calibrated numbers in a target file, keeping its layout and comments."""
-    values = calibrated_values(target)
+def rewrite_toml(text: str, values: dict[str, float]) -> str:
+    """``text`` with the numbers of the given dotted keys replaced, layout and comments kept."""
     section = ""
     lines = []
-    for line in path.read_text().splitlines(keepends=True):
+    for line in text.splitlines(keepends=True):
         header = re.match(r"^\[([^\]]+)\]", line)
         if header:
             section = header.group(1)
@@ -356,7 +355,12 @@ def write_values(path: Path, target: Target) -> None:
                 number += ".0"
             line = f"{assign.group(1)}{assign.group(2)}{number}{assign.group(4)}"
         lines.append(line)
-    path.write_text("".join(lines))
+    return "".join(lines)
+
+
+def write_values(path: Path, target: Target) -> None:
+    """Rewrite the calibrated numbers in a target file, keeping its layout and comments."""
+    path.write_text(rewrite_toml(path.read_text(), calibrated_values(target)))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,10 +1,12 @@
 """Analytical model of the blocked CPU GEMM: block steps, their BLAS time, packing and the
 memory level each step's working set lives in.
 
-Per block step: a fixed cost (interpreter and BLAS dispatch), the MACs at the BLAS rate, and the
-step's operand traffic (A and B blocks read, C block read and written) at the bandwidth of the
-smallest cache holding the step's working set; unpacked blocks are read with strides
-(``strided_penalty`` more traffic). Packing copies A for every step and B once per slice.
+Per block step: a fixed cost (interpreter and BLAS dispatch), the MACs at the BLAS rate, the
+A and B blocks read at the bandwidth of the smallest cache holding the step's working set
+(unpacked blocks are read with strides: ``strided_penalty`` more traffic), and the product
+added into C (written to a temporary, read back, C read and written: four passes over the C
+block) plus a cost per C row touched (each row of a C block lives on its own cache lines and
+page, N elements from the next). Packing copies A for every step and B once per slice.
 """
 
 from __future__ import annotations
@@ -42,8 +44,11 @@ def score(batch: ConfigBatch, target: object, workload: GemmWorkload) -> dict[st
         [model.l1_bytes_per_s, model.l2_bytes_per_s, model.l3_bytes_per_s],
         model.dram_bytes_per_s)
     strided = lambda packed: np.where(packed, 1.0, model.strided_penalty)  # noqa: E731
-    step_bytes = elem * (mc * kc * strided(pack_a) + kc * nc * strided(pack_b) + 3 * mc * nc)
-    t_step_mem = steps * step_bytes / bandwidth
+    operand_bytes = elem * (mc * kc * strided(pack_a) + kc * nc * strided(pack_b))
+    c_bytes = 4 * elem * mc * nc
+    t_step_mem = steps * (operand_bytes / bandwidth + c_bytes / model.c_update_bytes_per_s
+                          + mc * model.row_s)
+    step_bytes = operand_bytes + c_bytes
     t_calls = steps * model.call_s
     flops = 2.0 * M * K * N
     t_comp = flops / model.flops_per_s

@@ -1,0 +1,115 @@
+"""``dse calibrate STUDY --evaluator analytical --against cpu``: refit a cheap model's free
+coefficients to the measurements a study stored, and write a new target file.
+
+The measured configs are split in two (every third one held out, in trial order); the fit
+minimises the squared log-ratio of predicted to measured time on the others, with a small pull
+towards the current values (few measurements should not move many coefficients far), and the
+report compares the model's error on the held-out ones before and after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dse.errors import UsageError
+from dse.problem import build_context, build_evaluator
+from dse.storage import ResultStore
+from dse.study.query import load_trials
+from dse.target import load_target
+from evaluators.analytical.calibration import rewrite_toml
+
+# free coefficients per search-space family: (section, key)
+RIDGE = 0.1  # weight of the pull towards the current coefficients (log scale)
+FREE: dict[str, list[tuple[str, str]]] = {
+    "cpu_gemm": [("model", "flops_per_s"), ("model", "call_s"),
+                 ("model", "c_update_bytes_per_s"), ("model", "row_s")],
+    "xdna_gemm": [("dram", "peak_bytes_per_s"), ("overheads", "dispatch_s")],
+}
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    fitted: dict[str, float]
+    before: dict[str, float]  # held-out error of the old coefficients
+    after: dict[str, float]
+    n_fit: int
+    n_held_out: int
+    out: Path
+
+
+def _with(target: Any, values: dict[str, float]) -> Any:
+    sections: dict[str, dict[str, float]] = {}
+    for dotted, value in values.items():
+        section, key = dotted.split(".")
+        sections.setdefault(section, {})[key] = value
+    return dataclasses.replace(target, **{
+        name: dataclasses.replace(getattr(target, name), **keys)
+        for name, keys in sections.items()})
+
+
+def _errors(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
+    rel = predicted / measured - 1
+    return {"mape": float(np.mean(np.abs(rel))),
+            "spearman": float(pd.Series(predicted).corr(pd.Series(measured),
+                                                        method="spearman"))}
+
+
+def calibrate_study(storage: str | None, study: str, evaluator: str, against: str,
+                    out: str | Path | None = None) -> CalibrationReport:
+    store = ResultStore(storage)
+    frame = load_trials(store, study)
+    with store.session() as s:
+        target_name = store.require_study(s, study).spec["target"]
+    measured = frame[(frame["evaluator"] == against) & (frame["status"] == "ok")]
+    if len(measured) < 6:
+        raise UsageError(f"study {study!r} has {len(measured)} ok results of {against!r}; "
+                         "calibration needs at least 6")
+    target = load_target(target_name)
+    model = build_evaluator(evaluator)
+    free = FREE.get(target.space)
+    if free is None or not hasattr(model, "score"):
+        raise UsageError(f"no calibration of {evaluator!r} for {target.space} targets")
+    params = frame.attrs.get("params", [])
+    rows = measured.reset_index(drop=True)
+    cases = []
+    for (shape, dtype, layout), group in rows.groupby(["shape", "dtype", "b_layout"]):
+        ctx = build_context(target_name, dtype, shape, layout)
+        batch = ctx.space.encode([ctx.space.resolve({k: r[k] for k in params})
+                                  for _, r in group.iterrows()])
+        cases.append((ctx, batch, group.index.to_numpy(), group["latency_s"].to_numpy()))
+    order = np.concatenate([c[2] for c in cases])
+    held = np.isin(order, rows.index[::3])
+    measured_s = np.concatenate([c[3] for c in cases])
+
+    def predict(t: Any) -> np.ndarray:
+        out_ = []
+        for ctx, batch, _, _ in cases:
+            ctx = dataclasses.replace(ctx, target=t, space=type(ctx.space)(t, ctx.workload))
+            out_.append(model.score(batch, ctx)["latency_s"])
+        return np.concatenate(out_)
+
+    keys = [f"{section}.{key}" for section, key in free]
+    start = np.array([getattr(getattr(target, s_), k) for s_, k in free], dtype=float)
+    def residual(x: np.ndarray) -> np.ndarray:
+        fit_error = np.log(predict(_with(target, dict(zip(keys, start * np.exp(x),
+                                                          strict=True))))[~held]
+                           / measured_s[~held])
+        return np.concatenate([fit_error, RIDGE * x])  # stay near the old values when unsure
+
+    from scipy.optimize import least_squares
+
+    fit = least_squares(residual, np.zeros(len(keys)), bounds=(-5.0, 5.0))
+    values = dict(zip(keys, (start * np.exp(fit.x)).tolist(), strict=True))
+    fitted = _with(target, values)
+    destination = Path(out or f"{target.name}-calibrated.toml")
+    destination.write_text(rewrite_toml(Path(target.source).read_text(), values))
+    return CalibrationReport(
+        fitted=values, before=_errors(predict(target)[held], measured_s[held]),
+        after=_errors(predict(fitted)[held], measured_s[held]),
+        n_fit=int((~held).sum()), n_held_out=int(held.sum()), out=destination)
