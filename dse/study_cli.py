@@ -235,7 +235,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                           "after": report.after, "n_fit": report.n_fit,
                           "n_held_out": report.n_held_out, "out": str(report.out)}, indent=2))
         return 0
-    print(f"fitted on {report.n_fit} measurements, checked on {report.n_held_out} held out:")
+    print(f"fitted on {report.n_fit} measurements; error on held-out ones (3-fold "
+          "cross-validation), current coefficients -> refitted:")
     print(f"  mean |error| {report.before['mape']:.1%} -> {report.after['mape']:.1%}, "
           f"Spearman {report.before['spearman']:.3f} -> {report.after['spearman']:.3f}")
     print(key_values(report.fitted))

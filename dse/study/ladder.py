@@ -49,13 +49,19 @@ def agreement(cheap: np.ndarray, dear: np.ndarray, k: int) -> dict[str, float]:
 
 
 def choose(scores: np.ndarray, keep: int, how: str) -> np.ndarray:
-    """Indices of the configs to pass on: the best ``keep`` or ``keep`` spread over the
-    ranking (best included); configs without a score are never passed on."""
+    """Indices of the configs to pass on: the best ``keep``, or ``keep`` spread evenly over the
+    range of scores (best and worst included: the dearer rung then sees the whole range, which
+    is what checking or calibrating the cheaper one needs). Unscored configs are never passed."""
     ranked = [i for i in np.argsort(-scores, kind="stable") if np.isfinite(scores[i])]
     if how == "top" or keep >= len(ranked):
         return np.array(ranked[:keep], dtype=np.int64)
-    positions = np.unique(np.round(np.linspace(0, len(ranked) - 1, keep)).astype(int))
-    return np.array([ranked[p] for p in positions], dtype=np.int64)
+    values = scores[ranked]
+    chosen: list[int] = []
+    for goal in np.linspace(values[0], values[-1], keep):
+        free = [j for j in range(len(ranked)) if ranked[j] not in chosen]
+        nearest = min(free, key=lambda j: (abs(values[j] - goal), j))
+        chosen.append(ranked[nearest])
+    return np.array(sorted(chosen, key=lambda i: -scores[i]), dtype=np.int64)
 
 
 def run_ladder(runner: StudyRunner, ctx: EvalContext, workload_id: int,

@@ -59,8 +59,8 @@ class PluginSpec:
 @dataclass(frozen=True)
 class Rung:
     """One fidelity of a ladder: its evaluator, how many configs it passes on and how they are
-    chosen (``top``: the best; ``spread``: evenly over its ranking, best included), and the most
-    configs it may evaluate."""
+    chosen (``top``: the best; ``spread``: evenly over the range of its scores, best and worst
+    included), and the most configs it may evaluate."""
 
     evaluator: PluginSpec
     keep: int | None = None
