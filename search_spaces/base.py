@@ -7,7 +7,8 @@ cost models vectorise over it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,3 +99,90 @@ def batch_len(batch: ConfigBatch) -> int:
 
 def batch_take(batch: ConfigBatch, index: np.ndarray) -> ConfigBatch:
     return {name: values[index] for name, values in batch.items()}
+
+
+class SearchSpaceBase(ABC):
+    """Parameter handling and rule checking shared by every search space.
+
+    A subclass sets ``_params`` (name -> domain), ``constraints`` (rules with ``name``,
+    ``check(context) -> bool array`` and ``explain(context, i) -> str``), ``required`` (parameters
+    without a default) and implements :meth:`defaults` and :meth:`chunks`; :meth:`_context` says
+    what a rule receives (the batch itself by default).
+    """
+
+    name: str
+    required: tuple[str, ...] = ()
+    _params: dict[str, Param]
+    constraints: tuple[Any, ...]
+
+    def params(self) -> dict[str, Param]:
+        """Every parameter with its fixed domain."""
+        return dict(self._params)
+
+    @abstractmethod
+    def defaults(self) -> dict[str, Any]:
+        """Default values of the parameters that have one."""
+
+    @abstractmethod
+    def chunks(self, fix: Mapping[str, Any] | None = None,
+               free: Iterable[str] = ()) -> Iterator[tuple[ConfigBatch, int]]:
+        """The configs to search, in batches, each with the size of the box it came from."""
+
+    def _context(self, batch: ConfigBatch) -> Any:
+        return batch
+
+    def _all_rules(self) -> tuple[Any, ...]:
+        return self.constraints
+
+    def parse(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Check names and values of user-given parameters (strings allowed), no defaults."""
+        out: dict[str, Any] = {}
+        for name, value in given.items():
+            if name not in self._params:
+                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
+            out[name] = self._params[name].parse(value)
+        return out
+
+    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """User parameters with defaults filled in; every required one must be given."""
+        params = {**self.defaults(), **self.parse(given)}
+        missing = [p for p in self.required if p not in params]
+        if missing:
+            raise UsageError(f"missing parameter(s) {', '.join(missing)}: they have no default "
+                             "(give them with --param NAME=VALUE)")
+        return {name: params[name] for name in self._params}
+
+    def encode(self, configs: Sequence[Mapping[str, Any]]) -> ConfigBatch:
+        return batch_from_dicts(self._params, list(configs))
+
+    def decode(self, batch: ConfigBatch) -> list[dict[str, Any]]:
+        return batch_to_dicts(self._params, batch)
+
+    def check(self, batch: ConfigBatch) -> Feasibility:
+        """Evaluate every rule on the batch (vectorised); keep the first each config breaks."""
+        context = self._context(batch)
+        first = np.full(batch_len(batch), -1, dtype=np.int64)
+        for index, rule in enumerate(self.constraints):
+            first[~rule.check(context) & (first < 0)] = index
+        return Feasibility(ok=first < 0, first_failed=first)
+
+    def satisfies(self, rule: str, batch: ConfigBatch) -> np.ndarray:
+        """Whether each config satisfies one named rule (optional rules included)."""
+        rules = {r.name: r for r in self._all_rules()}
+        return rules[rule].check(self._context(batch))
+
+    def explain(self, batch: ConfigBatch, i: int) -> str | None:
+        """Why config ``i`` is infeasible (every rule it breaks), or None when it is feasible."""
+        context = self._context(batch_take(batch, np.array([i])))
+        reasons = [rule.explain(context, 0) for rule in self.constraints
+                   if not rule.check(context)[0]]
+        return "; ".join(reasons) if reasons else None
+
+    def enumerate(self, fix: Mapping[str, Any] | None = None,
+                  free: Iterable[str] = ()) -> tuple[ConfigBatch, int]:
+        """All configs of :meth:`chunks` in one batch, and the size of the parameter box."""
+        parts, n_total = [], 0
+        for part, box in self.chunks(fix, free):
+            parts.append(part)
+            n_total += box
+        return {name: np.concatenate([p[name] for p in parts]) for name in self._params}, n_total

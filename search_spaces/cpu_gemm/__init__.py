@@ -19,16 +19,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from dse.errors import UsageError
 from dse.workload import GemmWorkload
 from evaluators.analytical.cpu_gemm import block_bytes
-from search_spaces.base import (
-    ChoiceParam,
-    ConfigBatch,
-    Feasibility,
-    IntParam,
-    Param,
-    batch_from_dicts,
-    batch_take,
-    batch_to_dicts,
-)
+from search_spaces.base import ChoiceParam, ConfigBatch, IntParam, Param, SearchSpaceBase
 
 TILES = ("mc", "kc", "nc")
 ALIGN = 16
@@ -50,10 +41,11 @@ class _Rule:
         self.name, self.doc, self.check, self.explain = name, doc, check, explain
 
 
-class CpuGemmSpace:
+class CpuGemmSpace(SearchSpaceBase):
     """Block sizes and packing of a GEMM on the host CPU."""
 
     name = "cpu_gemm"
+    required = TILES
 
     def __init__(self, target: Any, workload: GemmWorkload,
                  extra_constraints: Sequence[str] = ()) -> None:
@@ -82,48 +74,8 @@ class CpuGemmSpace:
                                f"than the {l3:,} B last-level cache"),
         )
 
-    # -- the interface shared by search spaces ----------------------------------------------
-    def params(self) -> dict[str, Param]:
-        return dict(self._params)
-
     def defaults(self) -> dict[str, Any]:
         return {"pack_a": "yes", "pack_b": "yes"}
-
-    def parse(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        out = {}
-        for name, value in given.items():
-            if name not in self._params:
-                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
-            out[name] = self._params[name].parse(value)
-        return out
-
-    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        params = {**self.defaults(), **self.parse(given)}
-        missing = [t for t in TILES if t not in params]
-        if missing:
-            raise UsageError(f"missing parameter(s) {', '.join(missing)}: block sizes have no "
-                             "default")
-        return {name: params[name] for name in self._params}
-
-    def encode(self, configs: Sequence[Mapping[str, Any]]) -> ConfigBatch:
-        return batch_from_dicts(self._params, list(configs))
-
-    def decode(self, batch: ConfigBatch) -> list[dict[str, Any]]:
-        return batch_to_dicts(self._params, batch)
-
-    def check(self, batch: ConfigBatch) -> Feasibility:
-        first = np.full(len(batch["mc"]), -1, dtype=np.int64)
-        for index, rule in enumerate(self.constraints):
-            first[~rule.check(batch) & (first < 0)] = index
-        return Feasibility(ok=first < 0, first_failed=first)
-
-    def satisfies(self, rule: str, batch: ConfigBatch) -> np.ndarray:
-        return next(r for r in self.constraints if r.name == rule).check(batch)
-
-    def explain(self, batch: ConfigBatch, i: int) -> str | None:
-        one = batch_take(batch, np.array([i]))
-        reasons = [r.explain(one, 0) for r in self.constraints if not r.check(one)[0]]
-        return "; ".join(reasons) if reasons else None
 
     def _values(self, tile: str) -> list[int]:
         dim = {"mc": self.workload.M, "kc": self.workload.K, "nc": self.workload.N}[tile]
@@ -148,10 +100,6 @@ class CpuGemmSpace:
         configs = [dict(zip(self._params, combo, strict=True))
                    for combo in itertools.product(*axes)]
         yield self.encode(configs), len(configs)
-
-    def enumerate(self, fix: Mapping[str, Any] | None = None,
-                  free: Iterable[str] = ()) -> tuple[ConfigBatch, int]:
-        return next(self.chunks(fix, free))
 
     def n_chunks(self, free: Iterable[str] = ()) -> int:
         return 1

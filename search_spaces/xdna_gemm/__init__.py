@@ -15,10 +15,7 @@ from search_spaces.base import (
     ConfigBatch,
     Feasibility,
     IntParam,
-    Param,
-    batch_from_dicts,
-    batch_take,
-    batch_to_dicts,
+    SearchSpaceBase,
 )
 from search_spaces.xdna_gemm.constraints import (
     ARRAY_RULES,
@@ -34,7 +31,7 @@ from search_spaces.xdna_gemm.sampling import OptunaEncoding
 __all__ = ["Feasibility", "XdnaGemmSpace", "TILE_PARAMS"]
 
 
-class XdnaGemmSpace:
+class XdnaGemmSpace(SearchSpaceBase):
     """Tile sizes, buffer depths, array use and mapping of a GEMM on one XDNA target.
 
     Args:
@@ -44,6 +41,7 @@ class XdnaGemmSpace:
     """
 
     name = "xdna_gemm"
+    required = TILE_PARAMS
 
     def __init__(self, target: Target, workload: GemmWorkload,
                  extra_constraints: Sequence[str] = ()) -> None:
@@ -60,68 +58,15 @@ class XdnaGemmSpace:
         self.constraints: tuple[Constraint, ...] = CONSTRAINTS + tuple(
             OPTIONAL_CONSTRAINTS[c] for c in extra_constraints)
 
-    def params(self) -> dict[str, Param]:
-        """Every parameter with its fixed domain."""
-        return dict(self._params)
-
     def defaults(self) -> dict[str, Any]:
         """Default values of every parameter except the tile sizes."""
         return default_params(self.target, self.workload)
 
-    def parse(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        """Check names and values of user-given parameters (strings allowed), no defaults."""
-        out: dict[str, Any] = {}
-        for name, value in given.items():
-            if name not in self._params:
-                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
-            out[name] = self._params[name].parse(value)
-        return out
+    def _context(self, batch: ConfigBatch) -> CheckContext:
+        return CheckContext(batch, self.target, self.workload)
 
-    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        """User parameters with defaults filled in; every tile size must be given."""
-        params = {**self.defaults(), **self.parse(given)}
-        missing = [p for p in TILE_PARAMS if p not in params]
-        if missing:
-            raise UsageError(f"missing parameter(s) {', '.join(missing)}: tile sizes have no "
-                             "default (give them with --param NAME=VALUE)")
-        return {name: params[name] for name in self._params}
-
-    def encode(self, configs: Sequence[Mapping[str, Any]]) -> ConfigBatch:
-        return batch_from_dicts(self._params, list(configs))
-
-    def decode(self, batch: ConfigBatch) -> list[dict[str, Any]]:
-        return batch_to_dicts(self._params, batch)
-
-    def check(self, batch: ConfigBatch) -> Feasibility:
-        """Evaluate every constraint on the batch (vectorised)."""
-        ctx = CheckContext(batch, self.target, self.workload)
-        n = len(batch["m_ct"])
-        first = np.full(n, -1, dtype=np.int64)
-        for index, rule in enumerate(self.constraints):
-            failed = ~rule.check(ctx) & (first < 0)
-            first[failed] = index
-        return Feasibility(ok=first < 0, first_failed=first)
-
-    def satisfies(self, rule: str, batch: ConfigBatch) -> np.ndarray:
-        """Whether each config satisfies one named rule (optional rules included)."""
-        rules = {r.name: r for r in CONSTRAINTS + tuple(OPTIONAL_CONSTRAINTS.values())}
-        return rules[rule].check(CheckContext(batch, self.target, self.workload))
-
-    def explain(self, batch: ConfigBatch, i: int) -> str | None:
-        """Why config ``i`` is infeasible (every rule it breaks), or None when it is feasible."""
-        one = batch_take(batch, np.array([i]))
-        ctx = CheckContext(one, self.target, self.workload)
-        reasons = [rule.explain(ctx, 0) for rule in self.constraints if not rule.check(ctx)[0]]
-        return "; ".join(reasons) if reasons else None
-
-    def enumerate(self, fix: Mapping[str, Any] | None = None,
-                  free: Iterable[str] = ()) -> tuple[ConfigBatch, int]:
-        """All configs of :meth:`chunks` in one batch, and the size of the parameter box."""
-        parts, n_total = [], 0
-        for part, box in self.chunks(fix, free):
-            parts.append(part)
-            n_total += box
-        return {name: np.concatenate([p[name] for p in parts]) for name in self._params}, n_total
+    def _all_rules(self) -> tuple[Constraint, ...]:
+        return CONSTRAINTS + tuple(OPTIONAL_CONSTRAINTS.values())
 
     def chunks(self, fix: Mapping[str, Any] | None = None,
                free: Iterable[str] = ()) -> Iterator[tuple[ConfigBatch, int]]:
