@@ -244,6 +244,36 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_balance(args: argparse.Namespace) -> int:
+    from dse.analysis.balance import balance_report
+
+    reports = balance_report(args.storage, args.study, args.workload, args.top)
+    if args.json:
+        print(json.dumps(reports, indent=2, default=str))
+        return 0
+    for r in reports:
+        print(f"== {r['workload']}: {r['evaluated']} configs evaluated "
+              f"({', '.join(f'{v} {k}-bound' for k, v in r.get('bound_counts', {}).items())})")
+        best = r.get("study_best")
+        if best and best.get("bound"):
+            print(f"study's best: {best['config']} at {best['tops']:.4g} TOPS "
+                  f"({best['evaluator']}), {best['bound']}-bound by {best['margin']:.1%}")
+        if "single_core_best" in r:
+            s = r["single_core_best"]
+            print(f"best single-core kernel {s['config']}: {s['bound']}-bound here "
+                  f"(t_mem/t_comp = {s['memory_over_compute']:.2f})")
+            print(f"paper's procedure ends at {r['paper_balanced']}; its steps:")
+            print(table(r["paper_path"], ("step", "config", "t_comp_s", "t_mem_s", "bound",
+                                          "tops")))
+        print("model's best over the whole space:")
+        print(table(r["model_best"], ("rank", "config", "tops", "bound", "margin")))
+        if r.get("what_if"):
+            print("what if (best throughput and its config on an edited target):")
+            print(table(r["what_if"], ("knob", "factor", "tops", "config", "bound")))
+        print()
+    return 0
+
+
 def add_study_commands(sub: Any) -> None:
     run = sub.add_parser("run", help="run or resume a study file")
     run.add_argument("study", help="study file (YAML)")
@@ -298,6 +328,15 @@ def add_study_commands(sub: Any) -> None:
     cal.add_argument("--out", help="new target file (default ./<target>-calibrated.toml)")
     cal.add_argument("--json", action="store_true")
     cal.set_defaults(func=cmd_calibrate)
+
+    bal = sub.add_parser("balance", help="the balance point of a study's workloads, the paper's "
+                         "path to it, and what-if sensitivity")
+    bal.add_argument("study")
+    _storage_arg(bal)
+    bal.add_argument("--workload", help="one workload: MxKxN or 'MxKxN dtype'")
+    bal.add_argument("--top", type=int, default=10, help="model's best configs to list")
+    bal.add_argument("--json", action="store_true")
+    bal.set_defaults(func=cmd_balance)
 
     trials = sub.add_parser("trials", help="query a study's trials")
     trials.add_argument("study")

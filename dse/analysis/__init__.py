@@ -1,0 +1,1 @@
+"""Analyses of stored studies: the balance point and its sensitivity."""

@@ -1,0 +1,103 @@
+"""``dse balance``: where compute time meets memory time, per workload of a study.
+
+For each workload: the best configuration the study measured (by its most faithful results)
+and which side bounds it by how much; the analytical model's best configurations over the whole
+space; the paper's balance procedure (k_ct lowered step by step, m_ct * n_ct maximised) with
+t_comp and t_mem at every step; how the evaluated configs split between compute- and
+memory-bound; and what-if sensitivity: the best throughput and the balanced config when DRAM
+bandwidth, L1 size or the clock change by -50 %, -25 %, +25 %, +50 % (the analytical model on
+edited copies of the target).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from dse.paper_strategy import paper_strategy
+from dse.problem import build_context, build_evaluator
+from dse.search import exhaustive
+from dse.storage import ResultStore
+from dse.study.query import best_trials, load_trials
+
+FACTORS = (0.5, 0.75, 1.25, 1.5)
+TILES = ("m_ct", "k_ct", "n_ct", "k_mt")
+
+
+def _kernel(params: dict[str, Any]) -> str:
+    return "x".join(str(params[k]) for k in TILES if k in params) or str(params)
+
+
+def _side(metrics: dict[str, Any]) -> dict[str, Any]:
+    t_comp, t_mem = metrics.get("t_comp_s"), metrics.get("t_mem_s")
+    if not t_comp or not t_mem:
+        return {}
+    bound = "compute" if t_comp >= t_mem else "memory"
+    margin = max(t_comp, t_mem) / min(t_comp, t_mem) - 1
+    return {"bound": bound, "t_comp_s": t_comp, "t_mem_s": t_mem, "margin": margin}
+
+
+def _what_if(ctx: Any, evaluator: Any) -> list[dict[str, Any]]:
+    t = ctx.target
+    knobs = {
+        "dram bandwidth": lambda f: dataclasses.replace(
+            t, dram=dataclasses.replace(t.dram, peak_bytes_per_s=t.dram.peak_bytes_per_s * f)),
+        "L1 size": lambda f: dataclasses.replace(
+            t, memory=dataclasses.replace(t.memory, l1_bytes=int(t.memory.l1_bytes * f))),
+        "clock": lambda f: dataclasses.replace(
+            t, array=dataclasses.replace(t.array, clock_hz=t.array.clock_hz * f)),
+    }
+    rows = []
+    for knob, edit in knobs.items():
+        for factor in FACTORS:
+            target = edit(factor)
+            space = type(ctx.space)(target, ctx.workload)
+            sub = dataclasses.replace(ctx, target=target, space=space)
+            top = exhaustive(evaluator, sub, top=1).top
+            if top:
+                rows.append({"knob": knob, "factor": factor, "tops": top[0].metrics["tops"],
+                             "config": _kernel(top[0].params), **_side(top[0].metrics)})
+    return rows
+
+
+def balance_report(storage: str | None, study: str, workload: str | None = None,
+                   top: int = 10) -> list[dict[str, Any]]:
+    store = ResultStore(storage)
+    frame = load_trials(store, study)
+    with store.session() as s:
+        target_name = store.require_study(s, study).spec["target"]
+    model = build_evaluator("analytical")
+    reports = []
+    for (shape, dtype, layout), group in frame.groupby(["shape", "dtype", "b_layout"]):
+        if workload and workload not in (shape, f"{shape} {dtype}"):
+            continue
+        group.attrs = frame.attrs
+        ctx = build_context(target_name, dtype, shape, layout)
+        report: dict[str, Any] = {"workload": f"{shape} {dtype} (B {layout})",
+                                  "evaluated": int((group["status"] == "ok").sum())}
+        if "bound" in group:
+            report["bound_counts"] = {str(k): int(v) for k, v in
+                                      group["bound"].value_counts().items()}
+        best = best_trials(group, top=1)
+        if not best.empty:
+            row = best.iloc[0].to_dict()
+            report["study_best"] = {"config": _kernel(row), "tops": row.get("tops"),
+                                    "evaluator": row.get("evaluator"), **_side(row)}
+        ranked = exhaustive(model, ctx, top=top).top
+        report["model_best"] = [{"rank": i + 1, "config": _kernel(c.params),
+                                 "tops": c.metrics["tops"], **_side(c.metrics)}
+                                for i, c in enumerate(ranked)]
+        if ctx.space.name == "xdna_gemm":
+            walk = paper_strategy(model, ctx)
+            report["paper_path"] = [
+                {"step": st["step"], "config": _kernel(st), "tops": st["tops"],
+                 "t_comp_s": st["t_comp_s"], "t_mem_s": st["t_mem_s"], "bound": st["bound"]}
+                for st in walk.steps]
+            start = walk.steps[0]
+            report["single_core_best"] = {
+                "config": _kernel(start), "bound": start["bound"],
+                "memory_over_compute": start["t_mem_s"] / start["t_comp_s"]}
+            report["paper_balanced"] = _kernel(walk.top[0].params)
+            report["what_if"] = _what_if(ctx, model)
+        reports.append(report)
+    return reports
