@@ -274,6 +274,14 @@ def cmd_balance(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from dse.analysis.report import write_report
+
+    path = write_report(args.storage, args.study, args.out)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, self-contained)")
+    return 0
+
+
 def add_study_commands(sub: Any) -> None:
     run = sub.add_parser("run", help="run or resume a study file")
     run.add_argument("study", help="study file (YAML)")
@@ -337,6 +345,12 @@ def add_study_commands(sub: Any) -> None:
     bal.add_argument("--top", type=int, default=10, help="model's best configs to list")
     bal.add_argument("--json", action="store_true")
     bal.set_defaults(func=cmd_balance)
+
+    rep = sub.add_parser("report", help="one self-contained HTML file with a study's plots")
+    rep.add_argument("study")
+    _storage_arg(rep)
+    rep.add_argument("--out", required=True, metavar="report.html")
+    rep.set_defaults(func=cmd_report)
 
     trials = sub.add_parser("trials", help="query a study's trials")
     trials.add_argument("study")

@@ -1,0 +1,53 @@
+"""`dse report`: one self-contained HTML file with the study's plots."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+from dse.analysis.report import parameter_importance
+from dse.cli import main
+from dse.study.runner import run_study
+from dse.study.spec import study_from_dict
+
+
+def test_report_for_a_multi_objective_xdna_study(tmp_path, capsys):
+    storage = str(tmp_path / "r.db")
+    run_study(study_from_dict({
+        "name": "mo", "target": "xdna2", "workload": {"shape": "2048x2048x2048",
+                                                      "dtype": "int8-int8"},
+        "sampler": "nsga2", "objectives": ["tops", "l1_bytes"], "budget": {"trials": 40}}),
+        storage)
+    out = tmp_path / "report.html"
+    assert main(["report", "mo", "--storage", storage, "--out", str(out)]) == 0
+    assert "self-contained" in capsys.readouterr().out
+    page = out.read_text()
+    for title in ("Optimisation history", "Balance: t_comp and t_mem against m_ct x n_ct",
+                  "Balance: t_comp and t_mem against k_ct", "Roofline", "Parameter importance",
+                  "Pareto front", "Best configurations"):
+        assert title in page, title
+    assert page.count('class="plotly-graph-div"') >= 6
+    # no script or stylesheet fetched from the network
+    assert not re.search(r"<script[^>]+src=\"https?://", page)
+    assert "plotly.js" in page or "Plotly" in page
+
+
+def test_report_shows_model_against_measurement(tmp_path):
+    storage = str(tmp_path / "r.db")
+    run_study(study_from_dict({
+        "name": "lad", "target": "xdna", "workload": {"shape": "1024x1024x1024",
+                                                      "dtype": "int8-int8"},
+        "ladder": [{"evaluator": "analytical", "keep": 8},
+                   {"evaluator": "simulator"}]}), storage)
+    out = tmp_path / "r.html"
+    assert main(["report", "lad", "--storage", storage, "--out", str(out)]) == 0
+    assert "simulator against analytical (8 configs, Spearman" in out.read_text()
+
+
+def test_parameter_importance():
+    frame = pd.DataFrame({"a": [1, 1, 2, 2], "b": [1, 2, 1, 2], "y": [1.0, 1.1, 5.0, 5.1]})
+    importance = parameter_importance(frame, ["a", "b", "missing"], "y")
+    assert list(importance.index) == ["a", "b"]
+    assert importance["a"] == pytest.approx(0.9988, abs=1e-3) and importance["b"] < 0.01
