@@ -66,8 +66,9 @@ def _workload_section(group: pd.DataFrame, params: list[str], objectives: list[t
     metric, direction = objectives[0]
     ok = group[group["status"] == "ok"].copy()
     best = best_trials(group, top=10)
+    varying = [p for p in params if p in group and group[p].nunique() > 1]
     parts.append("<h3>Best configurations</h3>" + _table(
-        best, ["number", *params, "tops", "latency_s", "bound", "balance", "evaluator"]))
+        best, ["number", *varying, "tops", "latency_s", "bound", "balance", "evaluator"]))
     if ok.empty:
         return parts, first
     # history: every trial's objective and the best so far
