@@ -77,8 +77,8 @@ def test_rank_helpers():
     assert result["spearman"] == pytest.approx(0.8) and result["top_k_overlap"] == 0.5
     scores = np.array([5.0, np.nan, 1.0, 3.0, 4.0, 2.0])
     assert list(choose(scores, 2, "top")) == [0, 4]
-    assert list(choose(scores, 3, "spread")) == [0, 3, 2]  # 5, then nearest 3 and 1
-    assert list(choose(np.array([10.0, 9.9, 9.8, 1.0, 0.0]), 3, "spread")) == [0, 3, 4]
+    assert list(choose(scores, 3, "spread")) == [0, 5, 2]  # 5, then nearest sqrt(5) and 1
+    assert list(choose(np.array([10.0, 9.9, 9.8, 1.0, -1.0]), 3, "spread")) == [0, 3, 4]
 
 
 @pytest.mark.parametrize(("ladder", "message"), [

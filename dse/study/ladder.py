@@ -49,15 +49,19 @@ def agreement(cheap: np.ndarray, dear: np.ndarray, k: int) -> dict[str, float]:
 
 
 def choose(scores: np.ndarray, keep: int, how: str) -> np.ndarray:
-    """Indices of the configs to pass on: the best ``keep``, or ``keep`` spread evenly over the
-    range of scores (best and worst included: the dearer rung then sees the whole range, which
-    is what checking or calibrating the cheaper one needs). Unscored configs are never passed."""
+    """Indices of the configs to pass on: the best ``keep``, or ``keep`` spread over the range of
+    scores (best and worst included: the dearer rung then sees the whole range, which is what
+    checking or calibrating the cheaper one needs; evenly on a log scale when the scores share a
+    sign, as throughputs spanning orders of magnitude do). Unscored configs are never passed."""
     ranked = [i for i in np.argsort(-scores, kind="stable") if np.isfinite(scores[i])]
     if how == "top" or keep >= len(ranked):
         return np.array(ranked[:keep], dtype=np.int64)
     values = scores[ranked]
+    same_sign = bool(np.all(values > 0) or np.all(values < 0))
+    goals = (np.sign(values[0]) * np.geomspace(abs(values[0]), abs(values[-1]), keep)
+             if same_sign else np.linspace(values[0], values[-1], keep))
     chosen: list[int] = []
-    for goal in np.linspace(values[0], values[-1], keep):
+    for goal in goals:
         free = [j for j in range(len(ranked)) if ranked[j] not in chosen]
         nearest = min(free, key=lambda j: (abs(values[j] - goal), j))
         chosen.append(ranked[nearest])
