@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, func, inspect, select, text, update
+from sqlalchemy import Table, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError
@@ -83,10 +83,18 @@ class ResultStore:
 
     # -- schema -------------------------------------------------------------------------------
     def _create_schema(self) -> None:
-        """Create the tables once, even when several processes open a new database at once."""
-        for attempt in range(5):
-            if "dse_meta" in set(inspect(self.engine).get_table_names()):
-                return
+        """Create the tables once, even when several processes open a new database at once.
+
+        Done when the schema-version row exists; SQLite commits DDL on its own, so tables can
+        appear before that row does: creating is idempotent and simply repeated until it is.
+        """
+        for attempt in range(10):
+            try:
+                with self.session() as s:
+                    if s.scalar(select(m.Meta.value).where(m.Meta.key == "schema_version")):
+                        return
+            except (OperationalError, ProgrammingError, StorageError):
+                pass  # no tables yet, or another process is creating them
             try:
                 with self.engine.begin() as conn:
                     if self.dialect == "postgresql":  # DDL is transactional: serialise it
@@ -96,13 +104,14 @@ class ResultStore:
                     conn.execute(insert(m.Meta.__table__).on_conflict_do_nothing(
                         index_elements=["key"]),
                         [{"key": "schema_version", "value": str(m.SCHEMA_VERSION)}])
-                return
             except (IntegrityError, OperationalError, ProgrammingError):
-                if attempt == 4:  # another process kept creating the same tables
+                if attempt == 9:  # another process kept creating the same tables
                     raise
-                time.sleep(0.2 * (attempt + 1))
+                time.sleep(0.1 * (attempt + 1))
 
     def _migrate(self) -> None:
+        with self.engine.connect():  # an unreachable database fails here, at once
+            pass
         self._create_schema()
         with self.session() as s:
             version = int(s.scalar(select(m.Meta.value).where(m.Meta.key == "schema_version")))
