@@ -282,6 +282,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_optuna_export(args: argparse.Namespace) -> int:
+    from dse.study.optuna_export import export_journal
+
+    lines = export_journal(args.storage, args.study, args.out)
+    print(f"wrote {lines} journal lines to {args.out}; open it with `optuna-dashboard "
+          f"{args.out}`")
+    return 0
+
+
 def add_study_commands(sub: Any) -> None:
     run = sub.add_parser("run", help="run or resume a study file")
     run.add_argument("study", help="study file (YAML)")
@@ -351,6 +360,13 @@ def add_study_commands(sub: Any) -> None:
     _storage_arg(rep)
     rep.add_argument("--out", required=True, metavar="report.html")
     rep.set_defaults(func=cmd_report)
+
+    oex = sub.add_parser("optuna-export", help="a study's Optuna state as a journal file for "
+                         "optuna-dashboard")
+    oex.add_argument("study")
+    _storage_arg(oex)
+    oex.add_argument("--out", required=True, metavar="FILE.log")
+    oex.set_defaults(func=cmd_optuna_export)
 
     trials = sub.add_parser("trials", help="query a study's trials")
     trials.add_argument("study")
