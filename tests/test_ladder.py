@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,8 @@ def test_cpu_ladder_study(tmp_path, capsys):
     frame = load_trials(storage, spec.name)
     measured = frame[frame["evaluator"] == "cpu"]
     assert len(measured) == 24 and (measured["status"] == "ok").all()
+    # a measurement names its machine in its metrics; the model rows keep the recorder's host
+    assert (measured["host"] == platform.node()).all() and frame["host"].notna().all()
     assert measured["tops"].max() >= 1.5 * measured["tops"].median()
     best = best_trials(frame, top=1).iloc[0]
     assert best["evaluator"] == "cpu" and best["tops"] == measured["tops"].max()
