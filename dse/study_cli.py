@@ -14,6 +14,7 @@ from dse.errors import UsageError
 from dse.formatting import key_values, table
 from dse.storage import DEFAULT_STORAGE
 from dse.study.filters import apply_filter
+from dse.study.paging import trial_page
 from dse.study.query import best_trials, list_studies, load_trials
 from dse.study.runner import RunSummary, run_study
 from dse.study.spec import load_study
@@ -144,6 +145,23 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 
 def cmd_trials(args: argparse.Namespace) -> int:
+    if args.limit is not None or args.offset:
+        # a page is filtered, sorted and cut in SQL: only its rows are read
+        sort = args.sort or "number"
+        if args.desc and not sort.startswith("-"):
+            sort = f"-{sort}"
+        page = trial_page(args.storage, args.study, where=args.where, sort=sort,
+                          offset=args.offset, limit=50 if args.limit is None else args.limit)
+        frame = page.frame
+        shown = (f"trials {page.offset + 1}-{page.offset + len(frame)}" if len(frame)
+                 else "no trials")
+        print(f"{shown} of {page.total} matching", file=sys.stderr)
+    else:
+        frame = _filtered_sorted(args)
+    return _write_trials(frame, args)
+
+
+def _filtered_sorted(args: argparse.Namespace) -> pd.DataFrame:
     frame = load_trials(args.storage, args.study)
     if args.where:
         frame = apply_filter(frame, args.where)
@@ -154,6 +172,10 @@ def cmd_trials(args: argparse.Namespace) -> int:
                              f"{', '.join(map(str, frame.columns))}")
         descending = args.desc or args.sort.startswith("-")
         frame = frame.sort_values(key, ascending=not descending, kind="stable")
+    return frame
+
+
+def _write_trials(frame: pd.DataFrame, args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.out:
         raise UsageError("--format parquet writes a binary file: give --out FILE")
     out = Path(args.out) if args.out else None
@@ -375,6 +397,11 @@ def add_study_commands(sub: Any) -> None:
     trials.add_argument("--sort", metavar="KEY",
                         help="column to sort by (--sort=-KEY or --desc for descending)")
     trials.add_argument("--desc", action="store_true", help="sort in descending order")
+    trials.add_argument("--limit", type=int, metavar="N",
+                        help="only N trials (default 50 with --offset): filtered, sorted and "
+                             "paged in the database, fast on large studies")
+    trials.add_argument("--offset", type=int, default=0, metavar="N",
+                        help="skip the first N matching trials")
     trials.add_argument("--format", choices=FORMATS, default="table")
     trials.add_argument("--out", metavar="FILE", help="write to FILE instead of the terminal")
     trials.set_defaults(func=cmd_trials)

@@ -3,7 +3,8 @@
 Grammar: ``expr := term ('or' term)*``, ``term := factor ('and' factor)*``,
 ``factor := 'not' factor | '(' expr ')' | operand OP operand`` with OP one of
 ``< <= > >= == != =`` and operands column names, numbers or quoted strings. The expression is
-parsed into a tree and evaluated on a pandas DataFrame; it never reaches SQL or ``eval``.
+parsed and evaluated on a pandas DataFrame, or built into SQLAlchemy expressions with bound
+values (:mod:`dse.study.paging`); its text never reaches SQL or ``eval``.
 """
 
 from __future__ import annotations
@@ -44,9 +45,12 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return out
 
 
-class _Parser:
-    def __init__(self, text: str, frame: pd.DataFrame) -> None:
-        self.text, self.frame = text, frame
+class FilterParser:
+    """Parses a filter; subclasses say what a column is and what a comparison builds (a pandas
+    mask here, a SQL condition in :mod:`dse.study.paging`)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
         self.tokens = _tokens(text)
         self.pos = 0
 
@@ -63,7 +67,7 @@ class _Parser:
         self.pos += 1
         return token
 
-    def parse(self) -> pd.Series:
+    def parse(self) -> Any:
         if not self.tokens:
             raise self.fail("is empty")
         result = self.expr()
@@ -71,21 +75,21 @@ class _Parser:
             raise self.fail(f"unexpected {self.peek()[1]!r}")
         return result
 
-    def expr(self) -> pd.Series:
+    def expr(self) -> Any:
         result = self.term()
         while self.peek() == ("kw", "or"):
             self.take()
             result = result | self.term()
         return result
 
-    def term(self) -> pd.Series:
+    def term(self) -> Any:
         result = self.factor()
         while self.peek() == ("kw", "and"):
             self.take()
             result = result & self.factor()
         return result
 
-    def factor(self) -> pd.Series:
+    def factor(self) -> Any:
         if self.peek() == ("kw", "not"):
             self.take()
             return ~self.factor()
@@ -100,14 +104,7 @@ class _Parser:
         if kind != "op":
             raise self.fail(f"expected a comparison after {self.tokens[self.pos - 2][1]!r}, "
                             f"got {op!r}")
-        right = self.operand()
-        try:
-            result = _OPS[op](left, right)
-        except TypeError as exc:
-            raise self.fail(f"cannot compare: {exc}") from None
-        if not isinstance(result, pd.Series):
-            raise self.fail("a comparison needs at least one column name")
-        return result.fillna(False).astype(bool)
+        return self.compare(op, left, self.operand())
 
     def operand(self) -> Any:
         kind, value = self.take()
@@ -116,13 +113,40 @@ class _Parser:
         if kind == "str":
             return value[1:-1]
         if kind == "name":
-            if value not in self.frame.columns:
-                raise self.fail(f"unknown column {value!r}; columns: "
-                                f"{', '.join(map(str, self.frame.columns))}")
-            return self.frame[value]
+            return self.column(value)
         raise self.fail(f"expected a column, number or string, got {value!r}")
+
+    def compare(self, op: str, left: Any, right: Any) -> Any:
+        """``left OP right`` where at least one side is a column."""
+        raise NotImplementedError
+
+    def column(self, name: str) -> Any:
+        """The operand a column name stands for."""
+        raise NotImplementedError
+
+
+class _FrameParser(FilterParser):
+    def __init__(self, text: str, frame: pd.DataFrame) -> None:
+        super().__init__(text)
+        self.frame = frame
+
+    def compare(self, op: str, left: Any, right: Any) -> pd.Series:
+        """A boolean mask; a missing value compares false."""
+        try:
+            result = _OPS[op](left, right)
+        except TypeError as exc:
+            raise self.fail(f"cannot compare: {exc}") from None
+        if not isinstance(result, pd.Series):
+            raise self.fail("a comparison needs at least one column name")
+        return result.fillna(False).astype(bool)
+
+    def column(self, name: str) -> pd.Series:
+        if name not in self.frame.columns:
+            raise self.fail(f"unknown column {name!r}; columns: "
+                            f"{', '.join(map(str, self.frame.columns))}")
+        return self.frame[name]
 
 
 def apply_filter(frame: pd.DataFrame, text: str) -> pd.DataFrame:
     """Rows of ``frame`` for which the filter ``text`` holds."""
-    return frame[_Parser(text, frame).parse().to_numpy()]
+    return frame[_FrameParser(text, frame).parse().to_numpy()]

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 
 from dse.storage import ResultStore
 from dse.storage import models as m
@@ -18,7 +18,24 @@ TRIAL_COLUMNS = ("study", "number", "shape", "dtype", "b_layout", "status", "cac
                  "evaluator", "version", "fidelity", "elapsed_s", "host", "created_at")
 
 
-def _store(storage: ResultStore | str | None) -> ResultStore:
+# What a trial's row of the frame is read from, in the order trials_frame expects.
+TRIAL_ROW = (m.TrialRow.number, m.TrialRow.workload_id, m.TrialRow.status, m.TrialRow.cached,
+             m.EvaluationRow.reason, m.EvaluationRow.evaluator, m.EvaluationRow.version,
+             m.EvaluationRow.fidelity, m.EvaluationRow.elapsed_s, m.EvaluationRow.host,
+             m.TrialRow.created_at, m.ConfigRow.params, m.EvaluationRow.metrics)
+
+
+def in_study_trials(query: Select[Any], study_id: int) -> Select[Any]:
+    """``query`` over the study's trials joined to their workload, config and evaluation."""
+    return (query.select_from(m.TrialRow)
+            .join(m.WorkloadRow, m.WorkloadRow.id == m.TrialRow.workload_id)
+            .join(m.ConfigRow, m.ConfigRow.id == m.TrialRow.config_id)
+            .join(m.EvaluationRow, m.EvaluationRow.id == m.TrialRow.evaluation_id)
+            .where(m.TrialRow.study_id == study_id))
+
+
+def storage_of(storage: ResultStore | str | None) -> ResultStore:
+    """``storage`` as a :class:`ResultStore` (a URL or SQLite path is opened)."""
     return storage if isinstance(storage, ResultStore) else ResultStore(storage)
 
 
@@ -32,44 +49,38 @@ def load_trials(storage: ResultStore | str | None, study: str) -> pd.DataFrame:
     Raises:
         UsageError: no such study in the storage.
     """
-    store = _store(storage)
+    store = storage_of(storage)
     with store.session() as s:
         row = store.require_study(s, study)
-        in_study = m.TrialRow.study_id == row.id
         # A study has few workloads and many trials: decode each workload once, not per trial.
-        workloads = {wid: (f"{body['M']}x{body['K']}x{body['N']}", body["dtype"], body["b_layout"])
-                     for wid, body in s.execute(
-                         select(m.WorkloadRow.id, m.WorkloadRow.body).where(m.WorkloadRow.id.in_(
-                             select(m.TrialRow.workload_id).where(in_study))))}
-        result = s.execute(
-            select(m.TrialRow.number, m.TrialRow.workload_id, m.TrialRow.status,
-                   m.TrialRow.cached, m.EvaluationRow.reason, m.EvaluationRow.evaluator,
-                   m.EvaluationRow.version, m.EvaluationRow.fidelity, m.EvaluationRow.elapsed_s,
-                   m.EvaluationRow.host, m.TrialRow.created_at, m.ConfigRow.params,
-                   m.EvaluationRow.metrics)
-            .join(m.ConfigRow, m.ConfigRow.id == m.TrialRow.config_id)
-            .join(m.EvaluationRow, m.EvaluationRow.id == m.TrialRow.evaluation_id)
-            .where(in_study).order_by(m.TrialRow.number)).all()
+        workloads = {wid: body for wid, body in s.execute(
+            select(m.WorkloadRow.id, m.WorkloadRow.body).where(m.WorkloadRow.id.in_(
+                select(m.TrialRow.workload_id).where(m.TrialRow.study_id == row.id))))}
+        result = s.execute(in_study_trials(select(*TRIAL_ROW), row.id)
+                           .order_by(m.TrialRow.number)).all()
         objectives = row.spec.get("objectives", [["tops", "maximize"]])
     if not result:
         frame = pd.DataFrame(columns=list(TRIAL_COLUMNS))
         frame.attrs["params"] = []
     else:
-        frame = _trial_frame(study, result, workloads)
+        frame = trials_frame(study, result, workloads)
     frame.attrs["objectives"] = [tuple(o) for o in objectives]
     return frame
 
 
-def _trial_frame(study: str, result: list[Any],
-                 workloads: dict[int, tuple[str, str, str]]) -> pd.DataFrame:
-    """The trials frame built column by column (far cheaper than a dict per row).
+def trials_frame(study: str, result: list[Any], workloads: dict[int, dict[str, Any]]
+                 ) -> pd.DataFrame:
+    """The trials frame from rows of :data:`TRIAL_ROW` and the workloads' bodies by id, built
+    column by column (far cheaper than a dict per row).
 
     Where a parameter or metric repeats a name (a harness's ``host``, the workload's
     ``b_layout``), its value wins in the rows that have it, as in ``{**fixed, **params,
     **metrics}`` row by row."""
     (numbers, workload_ids, statuses, cached, reasons, evaluators, versions, fidelities, elapsed,
      hosts, created, params, metrics) = zip(*result, strict=True)
-    shapes, dtypes, b_layouts = zip(*(workloads[w] for w in workload_ids), strict=True)
+    described = {wid: (f"{body['M']}x{body['K']}x{body['N']}", body["dtype"], body["b_layout"])
+                 for wid, body in workloads.items()}
+    shapes, dtypes, b_layouts = zip(*(described[w] for w in workload_ids), strict=True)
     columns: dict[str, Any] = {
         "study": [study] * len(numbers), "number": numbers, "shape": shapes, "dtype": dtypes,
         "b_layout": b_layouts, "status": statuses, "cached": [bool(c) for c in cached],
@@ -127,7 +138,7 @@ def best_trials(frame: pd.DataFrame, top: int = 10) -> pd.DataFrame:
 
 def list_studies(storage: ResultStore | str | None) -> pd.DataFrame:
     """One row per study: target, workloads, trials, best throughput, status, last update."""
-    store = _store(storage)
+    store = storage_of(storage)
     with store.session() as s:
         counts = dict(s.execute(select(m.TrialRow.study_id, func.count())
                                 .group_by(m.TrialRow.study_id)).all())
@@ -152,7 +163,7 @@ def list_studies(storage: ResultStore | str | None) -> pd.DataFrame:
 
 def fidelity_report(storage: ResultStore | str | None, study: str) -> list[dict[str, Any]]:
     """Rank agreement per workload and pair of ladder rungs (cheaper, dearer)."""
-    store = _store(storage)
+    store = storage_of(storage)
     with store.session() as s:
         row = store.require_study(s, study)
         result = s.execute(select(m.FidelityRow, m.WorkloadRow.body).join(

@@ -1,0 +1,162 @@
+"""One page of a study's trials, filtered, sorted and counted in SQL.
+
+:func:`dse.load_trials` decodes every trial (seconds for 100,000 of them); a table that shows
+fifty rows at a time needs only those fifty. Here the filter language of
+:mod:`dse.study.filters` becomes a SQL condition over the trial, evaluation, config and workload
+rows (parameters and metrics are read out of their JSON documents by SQLAlchemy's portable JSON
+accessors, so SQLite and PostgreSQL answer alike) and only the page's rows are decoded.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Boolean, ColumnElement, Select, String, cast, false, func, select, true
+
+from dse.errors import UsageError
+from dse.storage import ResultStore
+from dse.storage import models as m
+from dse.study.filters import FilterParser
+from dse.study.query import TRIAL_COLUMNS, TRIAL_ROW, in_study_trials, storage_of, trials_frame
+
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+        "==": operator.eq, "=": operator.eq, "!=": operator.ne}
+
+
+@dataclass(frozen=True)
+class _Column:
+    """A trial column as SQL: its expression and whether it holds numbers or text."""
+
+    expr: ColumnElement[Any]
+    numeric: bool
+
+
+@dataclass(frozen=True)
+class TrialPage:
+    """Rows ``offset`` .. ``offset + limit`` of the trials that match, and how many match."""
+
+    total: int
+    offset: int
+    limit: int
+    frame: pd.DataFrame
+
+
+def _workload_text(key: str) -> ColumnElement[Any]:
+    return m.WorkloadRow.body[key].as_string()
+
+
+def _fixed_columns() -> dict[str, _Column]:
+    dims = [cast(m.WorkloadRow.body[d].as_integer(), String) for d in "MKN"]
+    return {
+        "number": _Column(m.TrialRow.number, True),
+        "shape": _Column(dims[0] + "x" + dims[1] + "x" + dims[2], False),
+        "dtype": _Column(_workload_text("dtype"), False),
+        "b_layout": _Column(func.coalesce(m.ConfigRow.params["b_layout"].as_string(),
+                                          _workload_text("b_layout")), False),
+        "status": _Column(m.TrialRow.status, False),
+        "cached": _Column(m.TrialRow.cached, True),
+        "reason": _Column(m.EvaluationRow.reason, False),
+        "evaluator": _Column(m.EvaluationRow.evaluator, False),
+        "version": _Column(m.EvaluationRow.version, False),
+        "fidelity": _Column(m.EvaluationRow.fidelity, False),
+        "elapsed_s": _Column(m.EvaluationRow.elapsed_s, True),
+        # a measurement names its machine in its metrics (as in load_trials)
+        "host": _Column(func.coalesce(m.EvaluationRow.metrics["host"].as_string(),
+                                      m.EvaluationRow.host), False),
+        "created_at": _Column(m.TrialRow.created_at, False),
+        "tops": _Column(m.EvaluationRow.tops, True)}
+
+
+def _document_columns(session: Any, study_id: int) -> dict[str, _Column]:
+    """Parameter and metric columns, typed from one trial per (evaluator, status) pair —
+    infeasible trials and each ladder rung may carry different metrics."""
+    firsts = (select(func.min(m.TrialRow.id)).join(
+        m.EvaluationRow, m.EvaluationRow.id == m.TrialRow.evaluation_id)
+        .where(m.TrialRow.study_id == study_id)
+        .group_by(m.EvaluationRow.evaluator, m.TrialRow.status))
+    columns: dict[str, _Column] = {}
+    for params, metrics in session.execute(
+            select(m.ConfigRow.params, m.EvaluationRow.metrics)
+            .join(m.TrialRow, m.TrialRow.config_id == m.ConfigRow.id)
+            .join(m.EvaluationRow, m.EvaluationRow.id == m.TrialRow.evaluation_id)
+            .where(m.TrialRow.id.in_(firsts))):
+        for document, values in ((m.ConfigRow.params, params), (m.EvaluationRow.metrics, metrics)):
+            for name, value in values.items():
+                numeric = isinstance(value, (int, float))
+                if name in columns and document is m.ConfigRow.params:
+                    continue  # a metric of the same name wins, as in load_trials
+                columns[name] = _Column(document[name].as_float() if numeric
+                                        else document[name].as_string(), numeric)
+    return columns
+
+
+class _SqlFilter(FilterParser):
+    def __init__(self, text: str, columns: dict[str, _Column]) -> None:
+        super().__init__(text)
+        self.columns = columns
+
+    def column(self, name: str) -> _Column:
+        if name not in self.columns:
+            raise self.fail(f"unknown column {name!r}; columns: {', '.join(self.columns)}")
+        return self.columns[name]
+
+    def compare(self, op: str, left: Any, right: Any) -> ColumnElement[bool]:
+        if not isinstance(left, _Column) and not isinstance(right, _Column):
+            raise self.fail("a comparison needs at least one column name")
+        sides = []
+        for side in (left, right):
+            numeric = side.numeric if isinstance(side, _Column) else isinstance(side, float)
+            sides.append((side.expr if isinstance(side, _Column) else side, numeric))
+        if sides[0][1] != sides[1][1]:
+            raise self.fail(f"cannot compare a number with text in {op!r}")
+        # a missing value (NULL) is unequal to everything and fails every other comparison,
+        # as in the pandas filter, where SQL would leave the comparison unknown
+        return func.coalesce(_OPS[op](sides[0][0], sides[1][0]),
+                             true() if op == "!=" else false(), type_=Boolean)
+
+
+def trial_page(storage: ResultStore | str | None, study: str, *, where: str | None = None,
+               sort: str = "-tops", offset: int = 0, limit: int = 50) -> TrialPage:
+    """The trials of ``study`` that match ``where``, sorted by ``sort`` (``-`` for descending;
+    missing values last, ties by trial number), rows ``offset`` to ``offset + limit``.
+
+    The frame has :func:`dse.load_trials`'s columns (all of them on every page); ``total``
+    counts every matching trial.
+
+    Raises:
+        UsageError: no such study, a bad filter, an unknown sort column, a negative offset or a
+            limit below 1.
+    """
+    if offset < 0 or limit < 1:
+        raise UsageError(f"page: offset must be >= 0 and limit >= 1 (got offset {offset}, "
+                         f"limit {limit})")
+    store = storage_of(storage)
+    with store.session() as s:
+        row = store.require_study(s, study)
+        columns = {**_fixed_columns(), **_document_columns(s, row.id)}
+        condition = _SqlFilter(where, columns).parse() if where else None
+        key = sort.removeprefix("-")
+        if key not in columns:
+            raise UsageError(f"sort: unknown column {key!r}; columns: {', '.join(columns)}")
+        order = columns[key].expr.desc() if sort.startswith("-") else columns[key].expr.asc()
+
+        def matching(query: Select[Any]) -> Select[Any]:
+            query = in_study_trials(query, row.id)
+            return query if condition is None else query.where(condition)
+
+        total = s.scalar(matching(select(func.count())))
+        result = s.execute(matching(select(*TRIAL_ROW))
+            .order_by(order.nulls_last(), m.TrialRow.number).offset(offset).limit(limit)).all()
+        workloads = {wid: body for wid, body in s.execute(select(
+            m.WorkloadRow.id, m.WorkloadRow.body).where(
+            m.WorkloadRow.id.in_({r[1] for r in result})))}
+        objectives = row.spec.get("objectives", [["tops", "maximize"]])
+    frame = (trials_frame(study, result, workloads) if result
+             else pd.DataFrame(columns=list(TRIAL_COLUMNS)))
+    # every page has every column, even one of infeasible trials without metrics
+    frame = frame.reindex(columns=[*frame.columns, *(c for c in columns if c not in frame)])
+    frame.attrs["objectives"] = [tuple(o) for o in objectives]
+    return TrialPage(total=int(total or 0), offset=offset, limit=limit, frame=frame)
