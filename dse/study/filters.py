@@ -21,7 +21,7 @@ from dse.errors import UsageError
 _TOKEN = re.compile(r"""\s*(?:(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|(?P<str>'[^']*'|"[^"]*")|
                       (?P<op><=|>=|==|!=|<|>|=)|(?P<paren>[()])|(?P<name>[A-Za-z_][\w.]*))""",
                     re.VERBOSE)
-_OPS: dict[str, Callable[[Any, Any], Any]] = {
+COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
     "==": operator.eq, "=": operator.eq, "!=": operator.ne}
 _KEYWORDS = ("and", "or", "not")
@@ -133,7 +133,7 @@ class _FrameParser(FilterParser):
     def compare(self, op: str, left: Any, right: Any) -> pd.Series:
         """A boolean mask; a missing value compares false."""
         try:
-            result = _OPS[op](left, right)
+            result = COMPARISONS[op](left, right)
         except TypeError as exc:
             raise self.fail(f"cannot compare: {exc}") from None
         if not isinstance(result, pd.Series):

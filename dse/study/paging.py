@@ -9,7 +9,6 @@ accessors, so SQLite and PostgreSQL answer alike) and only the page's rows are d
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +18,8 @@ from sqlalchemy import Boolean, ColumnElement, Select, String, cast, false, func
 from dse.errors import UsageError
 from dse.storage import ResultStore
 from dse.storage import models as m
-from dse.study.filters import FilterParser
+from dse.study.filters import COMPARISONS, FilterParser
 from dse.study.query import TRIAL_COLUMNS, TRIAL_ROW, in_study_trials, storage_of, trials_frame
-
-_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-        "==": operator.eq, "=": operator.eq, "!=": operator.ne}
 
 
 @dataclass(frozen=True)
@@ -114,7 +110,7 @@ class _SqlFilter(FilterParser):
             raise self.fail(f"cannot compare a number with text in {op!r}")
         # a missing value (NULL) is unequal to everything and fails every other comparison,
         # as in the pandas filter, where SQL would leave the comparison unknown
-        return func.coalesce(_OPS[op](sides[0][0], sides[1][0]),
+        return func.coalesce(COMPARISONS[op](sides[0][0], sides[1][0]),
                              true() if op == "!=" else false(), type_=Boolean)
 
 
