@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -45,7 +46,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return out
 
 
-class FilterParser:
+class FilterParser(ABC):
     """Parses a filter; subclasses say what a column is and what a comparison builds (a pandas
     mask here, a SQL condition in :mod:`dse.study.paging`)."""
 
@@ -116,13 +117,13 @@ class FilterParser:
             return self.column(value)
         raise self.fail(f"expected a column, number or string, got {value!r}")
 
+    @abstractmethod
     def compare(self, op: str, left: Any, right: Any) -> Any:
         """``left OP right`` where at least one side is a column."""
-        raise NotImplementedError
 
+    @abstractmethod
     def column(self, name: str) -> Any:
         """The operand a column name stands for."""
-        raise NotImplementedError
 
 
 class _FrameParser(FilterParser):

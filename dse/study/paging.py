@@ -19,7 +19,7 @@ from dse.errors import UsageError
 from dse.storage import ResultStore
 from dse.storage import models as m
 from dse.study.filters import COMPARISONS, FilterParser
-from dse.study.query import TRIAL_COLUMNS, TRIAL_ROW, in_study_trials, storage_of, trials_frame
+from dse.study.query import TRIAL_ROW, in_study_trials, storage_of, trials_frame
 
 
 @dataclass(frozen=True)
@@ -150,8 +150,7 @@ def trial_page(storage: ResultStore | str | None, study: str, *, where: str | No
             m.WorkloadRow.id, m.WorkloadRow.body).where(
             m.WorkloadRow.id.in_({r[1] for r in result})))}
         objectives = row.spec.get("objectives", [["tops", "maximize"]])
-    frame = (trials_frame(study, result, workloads) if result
-             else pd.DataFrame(columns=list(TRIAL_COLUMNS)))
+    frame = trials_frame(study, result, workloads)
     # every page has every column, even one of infeasible trials without metrics
     frame = frame.reindex(columns=[*frame.columns, *(c for c in columns if c not in frame)])
     frame.attrs["objectives"] = [tuple(o) for o in objectives]

@@ -59,11 +59,7 @@ def load_trials(storage: ResultStore | str | None, study: str) -> pd.DataFrame:
         result = s.execute(in_study_trials(select(*TRIAL_ROW), row.id)
                            .order_by(m.TrialRow.number)).all()
         objectives = row.spec.get("objectives", [["tops", "maximize"]])
-    if not result:
-        frame = pd.DataFrame(columns=list(TRIAL_COLUMNS))
-        frame.attrs["params"] = []
-    else:
-        frame = trials_frame(study, result, workloads)
+    frame = trials_frame(study, result, workloads)
     frame.attrs["objectives"] = [tuple(o) for o in objectives]
     return frame
 
@@ -76,6 +72,10 @@ def trials_frame(study: str, result: list[Any], workloads: dict[int, dict[str, A
     Where a parameter or metric repeats a name (a harness's ``host``, the workload's
     ``b_layout``), its value wins in the rows that have it, as in ``{**fixed, **params,
     **metrics}`` row by row."""
+    if not result:
+        frame = pd.DataFrame(columns=list(TRIAL_COLUMNS))
+        frame.attrs["params"] = []
+        return frame
     (numbers, workload_ids, statuses, cached, reasons, evaluators, versions, fidelities, elapsed,
      hosts, created, params, metrics) = zip(*result, strict=True)
     described = {wid: (f"{body['M']}x{body['K']}x{body['N']}", body["dtype"], body["b_layout"])
