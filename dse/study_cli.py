@@ -304,6 +304,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from dse.dashboard import serve
+
+    serve(args.storage, args.host, args.port)
+    return 0
+
+
 def cmd_optuna_export(args: argparse.Namespace) -> int:
     from dse.study.optuna_export import export_journal
 
@@ -382,6 +389,14 @@ def add_study_commands(sub: Any) -> None:
     _storage_arg(rep)
     rep.add_argument("--out", required=True, metavar="report.html")
     rep.set_defaults(func=cmd_report)
+
+    dash = sub.add_parser("dashboard", help="read-only web dashboard of the studies in a "
+                          "database")
+    _storage_arg(dash)
+    dash.add_argument("--host", default="127.0.0.1",
+                      help="address to listen on (default 127.0.0.1: this machine only)")
+    dash.add_argument("--port", type=int, default=8050, help="port (default 8050; 0 picks one)")
+    dash.set_defaults(func=cmd_dashboard)
 
     oex = sub.add_parser("optuna-export", help="a study's Optuna state as a journal file for "
                          "optuna-dashboard")

@@ -7,7 +7,7 @@ import re
 import pandas as pd
 import pytest
 
-from dse.analysis.report import parameter_importance
+from dse.analysis.figures import parameter_importance
 from dse.cli import main
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict

@@ -23,7 +23,7 @@ from dse.study.query import TRIAL_ROW, in_study_trials, storage_of, trials_frame
 
 
 @dataclass(frozen=True)
-class _Column:
+class SqlColumn:
     """A trial column as SQL: its expression and whether it holds numbers or text."""
 
     expr: ColumnElement[Any]
@@ -44,36 +44,36 @@ def _workload_text(key: str) -> ColumnElement[Any]:
     return m.WorkloadRow.body[key].as_string()
 
 
-def _fixed_columns() -> dict[str, _Column]:
+def _fixed_columns() -> dict[str, SqlColumn]:
     dims = [cast(m.WorkloadRow.body[d].as_integer(), String) for d in "MKN"]
     return {
-        "number": _Column(m.TrialRow.number, True),
-        "shape": _Column(dims[0] + "x" + dims[1] + "x" + dims[2], False),
-        "dtype": _Column(_workload_text("dtype"), False),
-        "b_layout": _Column(func.coalesce(m.ConfigRow.params["b_layout"].as_string(),
+        "number": SqlColumn(m.TrialRow.number, True),
+        "shape": SqlColumn(dims[0] + "x" + dims[1] + "x" + dims[2], False),
+        "dtype": SqlColumn(_workload_text("dtype"), False),
+        "b_layout": SqlColumn(func.coalesce(m.ConfigRow.params["b_layout"].as_string(),
                                           _workload_text("b_layout")), False),
-        "status": _Column(m.TrialRow.status, False),
-        "cached": _Column(m.TrialRow.cached, True),
-        "reason": _Column(m.EvaluationRow.reason, False),
-        "evaluator": _Column(m.EvaluationRow.evaluator, False),
-        "version": _Column(m.EvaluationRow.version, False),
-        "fidelity": _Column(m.EvaluationRow.fidelity, False),
-        "elapsed_s": _Column(m.EvaluationRow.elapsed_s, True),
+        "status": SqlColumn(m.TrialRow.status, False),
+        "cached": SqlColumn(m.TrialRow.cached, True),
+        "reason": SqlColumn(m.EvaluationRow.reason, False),
+        "evaluator": SqlColumn(m.EvaluationRow.evaluator, False),
+        "version": SqlColumn(m.EvaluationRow.version, False),
+        "fidelity": SqlColumn(m.EvaluationRow.fidelity, False),
+        "elapsed_s": SqlColumn(m.EvaluationRow.elapsed_s, True),
         # a measurement names its machine in its metrics (as in load_trials)
-        "host": _Column(func.coalesce(m.EvaluationRow.metrics["host"].as_string(),
+        "host": SqlColumn(func.coalesce(m.EvaluationRow.metrics["host"].as_string(),
                                       m.EvaluationRow.host), False),
-        "created_at": _Column(m.TrialRow.created_at, False),
-        "tops": _Column(m.EvaluationRow.tops, True)}
+        "created_at": SqlColumn(m.TrialRow.created_at, False),
+        "tops": SqlColumn(m.EvaluationRow.tops, True)}
 
 
-def _document_columns(session: Any, study_id: int) -> dict[str, _Column]:
+def _document_columns(session: Any, study_id: int) -> dict[str, SqlColumn]:
     """Parameter and metric columns, typed from one trial per (evaluator, status) pair —
     infeasible trials and each ladder rung may carry different metrics."""
     firsts = (select(func.min(m.TrialRow.id)).join(
         m.EvaluationRow, m.EvaluationRow.id == m.TrialRow.evaluation_id)
         .where(m.TrialRow.study_id == study_id)
         .group_by(m.EvaluationRow.evaluator, m.TrialRow.status))
-    columns: dict[str, _Column] = {}
+    columns: dict[str, SqlColumn] = {}
     for params, metrics in session.execute(
             select(m.ConfigRow.params, m.EvaluationRow.metrics)
             .join(m.TrialRow, m.TrialRow.config_id == m.ConfigRow.id)
@@ -84,28 +84,34 @@ def _document_columns(session: Any, study_id: int) -> dict[str, _Column]:
                 numeric = isinstance(value, (int, float))
                 if name in columns and document is m.ConfigRow.params:
                     continue  # a metric of the same name wins, as in load_trials
-                columns[name] = _Column(document[name].as_float() if numeric
+                columns[name] = SqlColumn(document[name].as_float() if numeric
                                         else document[name].as_string(), numeric)
     return columns
 
 
+def trial_columns(session: Any, study_id: int) -> dict[str, SqlColumn]:
+    """Every column of a study's trials (fixed, parameters, metrics) as a SQL expression over
+    the rows that :func:`dse.study.query.in_study_trials` joins, with whether it is numeric."""
+    return {**_fixed_columns(), **_document_columns(session, study_id)}
+
+
 class _SqlFilter(FilterParser):
-    def __init__(self, text: str, columns: dict[str, _Column]) -> None:
+    def __init__(self, text: str, columns: dict[str, SqlColumn]) -> None:
         super().__init__(text)
         self.columns = columns
 
-    def column(self, name: str) -> _Column:
+    def column(self, name: str) -> SqlColumn:
         if name not in self.columns:
             raise self.fail(f"unknown column {name!r}; columns: {', '.join(self.columns)}")
         return self.columns[name]
 
     def compare(self, op: str, left: Any, right: Any) -> ColumnElement[bool]:
-        if not isinstance(left, _Column) and not isinstance(right, _Column):
+        if not isinstance(left, SqlColumn) and not isinstance(right, SqlColumn):
             raise self.fail("a comparison needs at least one column name")
         sides = []
         for side in (left, right):
-            numeric = side.numeric if isinstance(side, _Column) else isinstance(side, float)
-            sides.append((side.expr if isinstance(side, _Column) else side, numeric))
+            numeric = side.numeric if isinstance(side, SqlColumn) else isinstance(side, float)
+            sides.append((side.expr if isinstance(side, SqlColumn) else side, numeric))
         if sides[0][1] != sides[1][1]:
             raise self.fail(f"cannot compare a number with text in {op!r}")
         # a missing value (NULL) is unequal to everything and fails every other comparison,
@@ -132,7 +138,7 @@ def trial_page(storage: ResultStore | str | None, study: str, *, where: str | No
     store = storage_of(storage)
     with store.session() as s:
         row = store.require_study(s, study)
-        columns = {**_fixed_columns(), **_document_columns(s, row.id)}
+        columns = trial_columns(s, row.id)
         condition = _SqlFilter(where, columns).parse() if where else None
         key = sort.removeprefix("-")
         if key not in columns:

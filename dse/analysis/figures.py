@@ -1,0 +1,183 @@
+"""The Plotly figures of a study's views, shared by ``dse report`` and ``dse dashboard``.
+
+Each function takes trials as a frame with :func:`dse.load_trials`'s columns. Scatter plots
+draw at most :data:`MAX_POINTS` points (an even sample that always keeps the best rows), so a
+study of 100,000 trials stays quick to draw; the caller may pass a sample already.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.io import to_html
+
+from dse.study.query import FIDELITY_RANK
+
+MAX_POINTS = 2000
+HISTORY_POINTS = 2000
+BALANCE_AXES = ("m_ct x n_ct", "k_ct")
+
+
+def thin(frame: pd.DataFrame, keep: pd.DataFrame | None = None,
+         limit: int = MAX_POINTS) -> pd.DataFrame:
+    """At most ``limit`` rows of ``frame`` spread evenly over it, plus the rows of ``keep``."""
+    if len(frame) > limit:
+        frame = frame.iloc[np.linspace(0, len(frame) - 1, limit).astype(int)]
+    if keep is not None and not keep.empty:
+        frame = pd.concat([frame, keep[[c for c in frame.columns if c in keep]]])
+    return frame
+
+
+def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
+    """A figure as an HTML fragment in the house style (``include_plotlyjs`` as for Plotly)."""
+    fig.update_layout(height=380, margin={"l": 60, "r": 20, "t": 50, "b": 50},
+                      template="plotly_white")
+    return to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs,
+                   config={"displaylogo": False})
+
+
+def history_figure(numbers: np.ndarray, values: np.ndarray, direction: str,
+                   metric: str) -> go.Figure:
+    """Every trial's objective (bucketed to the best per bucket past
+    :data:`HISTORY_POINTS` trials) and the best so far."""
+    order = np.argsort(numbers, kind="stable")
+    numbers, values = np.asarray(numbers)[order], np.asarray(values, dtype=float)[order]
+    better = np.fmax if direction == "maximize" else np.fmin
+    running = better.accumulate(values) if len(values) else values
+    shown_x, shown_y, label = numbers, values, metric
+    if len(values) > HISTORY_POINTS:
+        edges = np.linspace(0, len(values), HISTORY_POINTS + 1).astype(int)
+        shown_x = numbers[edges[:-1]]
+        shown_y = better.reduceat(values, edges[:-1])
+        label = f"{metric} (best of each {len(values) // HISTORY_POINTS}+ trials)"
+        numbers, running = numbers[edges[1:] - 1], running[edges[1:] - 1]
+    fig = go.Figure([go.Scatter(x=shown_x, y=shown_y, mode="markers", name=label,
+                                  marker={"size": 5, "opacity": 0.6}),
+                     go.Scatter(x=numbers, y=running, mode="lines", name="best so far")])
+    fig.update_layout(title=f"Optimisation history ({len(values):,} trials)",
+                      xaxis_title="trial", yaxis_title=metric)
+    return fig
+
+
+def balance_figures(ok: pd.DataFrame, best: pd.Series | None) -> list[go.Figure]:
+    """t_comp and t_mem against m_ct*n_ct and against k_ct, the best config marked."""
+    if not {"t_comp_s", "t_mem_s", "m_ct", "n_ct", "k_ct"} <= set(ok.columns) or ok.empty:
+        return []
+    ok = ok.assign(**{"m_ct x n_ct": ok["m_ct"] * ok["n_ct"]})
+    figures = []
+    for axis in BALANCE_AXES:
+        fig = go.Figure()
+        for column, name in (("t_comp_s", "t_comp"), ("t_mem_s", "t_mem")):
+            fig.add_trace(go.Scatter(x=ok[axis], y=ok[column], mode="markers", name=name,
+                                       marker={"size": 5, "opacity": 0.5}))
+        if best is not None and pd.notna(best.get("t_comp_s")):
+            x = best["m_ct"] * best["n_ct"] if axis == "m_ct x n_ct" else best["k_ct"]
+            ratio = best["t_comp_s"] / best["t_mem_s"]
+            fig.add_trace(go.Scatter(
+                x=[x, x], y=[best["t_comp_s"], best["t_mem_s"]], mode="markers+lines",
+                name=f"best config (t_comp/t_mem = {ratio:.2f})",
+                marker={"size": 14, "symbol": "star", "color": "black"},
+                line={"dash": "dot", "color": "black"}))
+        fig.update_layout(title=f"Balance: t_comp and t_mem against {axis}",
+                          xaxis_title=axis, yaxis_title="seconds", yaxis_type="log")
+        figures.append(fig)
+    return figures
+
+
+def ceilings(target: Any) -> tuple[float, float] | None:
+    """(peak ops/s, DRAM bytes/s) of an array target, for the roofline."""
+    if not hasattr(target, "array"):
+        return None
+    spec = next(iter(target.inputs.values()))
+    cores = target.array.rows * target.array.cols
+    peak = 2.0 * spec.peak_macs_per_cycle * cores * target.array.clock_hz
+    return peak, target.dram.peak_bytes_per_s
+
+
+def roofline_figure(ok: pd.DataFrame, target: Any, name: str = "configs",
+                    fig: go.Figure | None = None) -> go.Figure | None:
+    """Throughput against operations per DRAM byte under the target's two ceilings; adds to
+    ``fig`` when given (to overlay studies)."""
+    roof = ceilings(target)
+    if roof is None or ok.empty or not {"dram_bytes", "tops", "latency_s"} <= set(ok.columns):
+        return fig
+    intensity = ok["tops"] * ok["latency_s"] * 1e12 / ok["dram_bytes"]
+    peak, bandwidth = roof
+    xs = np.logspace(np.log10(max(float(intensity.min()) / 2, 1e-3)),
+                     np.log10(float(intensity.max()) * 2), 50)
+    fig = fig or go.Figure()
+    fig.add_trace(go.Scatter(x=intensity, y=ok["tops"], mode="markers", name=name,
+                               marker={"size": 5, "opacity": 0.6}))
+    fig.add_trace(go.Scatter(x=xs, y=np.minimum(peak, bandwidth * xs) / 1e12, mode="lines",
+                             name=f"{target.name} roof: min(peak, bandwidth x intensity)"))
+    fig.update_layout(title="Roofline", xaxis_title="operations per DRAM byte",
+                      yaxis_title="TOPS", xaxis_type="log", yaxis_type="log")
+    return fig
+
+
+def parameter_importance(frame: pd.DataFrame, params: list[str], metric: str) -> pd.Series:
+    """Share of the metric's variance explained by each parameter alone (ANOVA eta squared)."""
+    values = frame[metric].astype(float)
+    total = float(((values - values.mean()) ** 2).sum())
+    out = {}
+    for name in params:
+        if name not in frame or frame[name].nunique() < 2 or total == 0:
+            continue
+        groups = frame.groupby(name)[metric]
+        between = float((groups.count() * (groups.mean() - values.mean()) ** 2).sum())
+        out[name] = between / total
+    return pd.Series(out, dtype=float).sort_values(ascending=False)
+
+
+def importance_figure(ok: pd.DataFrame, params: list[str], metric: str,
+                      of_total: int | None = None) -> go.Figure | None:
+    """Parameter importance; ``of_total`` says how many trials ``ok`` was sampled from."""
+    importance = parameter_importance(ok, params, metric)
+    if importance.empty:
+        return None
+    fig = go.Figure(go.Bar(x=importance.values, y=importance.index, orientation="h"))
+    sampled = (f", from {len(ok):,} of {of_total:,} trials"
+               if of_total and of_total > len(ok) else "")
+    fig.update_layout(title=f"Parameter importance (variance of {metric} explained{sampled})",
+                      xaxis_title="share of variance", yaxis={"autorange": "reversed"})
+    return fig
+
+
+def pareto_figure(ok: pd.DataFrame, front: pd.DataFrame,
+                  objectives: list[tuple[str, str]]) -> go.Figure | None:
+    """The trials and the Pareto front over the first two objectives."""
+    if len(objectives) < 2 or ok.empty:
+        return None
+    (mx, _), (my, _) = objectives[0], objectives[1]
+    fig = go.Figure([go.Scatter(x=ok[mx], y=ok[my], mode="markers", name="trials",
+                                  marker={"size": 5, "opacity": 0.4}),
+                     go.Scatter(x=front[mx], y=front[my], mode="markers", name="Pareto front",
+                                marker={"size": 10})])
+    fig.update_layout(title="Pareto front", xaxis_title=mx, yaxis_title=my)
+    return fig
+
+
+def fidelity_figures(ok: pd.DataFrame, params: list[str], metric: str) -> list[go.Figure]:
+    """Model against measurement for each pair of neighbouring fidelities, with the Spearman
+    rank agreement over the configs both scored."""
+    rank = ok.groupby("evaluator")["fidelity"].first().map(FIDELITY_RANK).fillna(0)
+    fidelities = list(rank.sort_values(kind="stable").index)
+    keys = [p for p in params if p in ok]
+    figures = []
+    for cheap, dear in zip(fidelities, fidelities[1:], strict=False):
+        a = ok[ok["evaluator"] == cheap].drop_duplicates(keys).set_index(keys)[metric]
+        b = ok[ok["evaluator"] == dear].drop_duplicates(keys).set_index(keys)[metric]
+        both = pd.concat([a.rename("cheap"), b.rename("dear")], axis=1, join="inner")
+        if len(both) < 3:
+            continue
+        rho = both["cheap"].corr(both["dear"], method="spearman")
+        fig = go.Figure(go.Scatter(x=both["cheap"], y=both["dear"], mode="markers",
+                                   name="configs scored by both"))
+        fig.update_layout(title=f"{dear} against {cheap} ({len(both)} configs, "
+                                f"Spearman {rho:.3f})",
+                          xaxis_title=f"{metric} ({cheap})", yaxis_title=f"{metric} ({dear})")
+        figures.append(fig)
+    return figures

@@ -1,0 +1,270 @@
+"""The read-only web dashboard (Flask): studies, a study's views, its trials, one config, and
+two studies side by side.
+
+Every page is rendered on the server from SQL: tables are sorted, filtered and paged by
+:func:`dse.study.paging.trial_page`, plots are drawn from :mod:`dse.dashboard.data`'s cached
+summaries, so a study of 100,000 trials loads as fast as one of a hundred. Nothing here writes
+to the database; the server answers only GET.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from flask import Flask, Response, abort, render_template, request, send_file, url_for
+from plotly.offline import get_plotlyjs
+
+from dse.analysis.figures import (
+    balance_figures,
+    fidelity_figures,
+    figure_html,
+    history_figure,
+    importance_figure,
+    pareto_figure,
+    roofline_figure,
+)
+from dse.dashboard import config_view
+from dse.dashboard.data import StudySummary, SummaryCache, trials_by_number
+from dse.errors import UsageError
+from dse.formatting import fmt
+from dse.storage import ResultStore
+from dse.study.paging import trial_page
+from dse.study.query import best_trials, list_studies
+
+PAGE_SIZES = (25, 50, 100, 250)
+# Columns of the configuration tables besides the parameters that vary in the study.
+SUMMARY_METRICS = ("latency_s", "t_comp_s", "t_mem_s", "bound", "balance", "l1_bytes",
+                   "dram_bytes")
+TRAILING = ("evaluator", "status")
+
+
+def create_app(storage: str | None) -> Flask:
+    """The dashboard for the results database at ``storage`` (URL or SQLite path)."""
+    app = Flask(__name__)
+    store = ResultStore(storage)
+    cache = SummaryCache()
+    app.jinja_env.filters["fmt"] = _cell
+    app.jinja_env.globals["storage"] = store.safe_url
+
+    @app.errorhandler(UsageError)
+    def usage_error(exc: UsageError) -> tuple[str, int]:
+        return render_template("error.html", message=str(exc)), 404 if "no study" in str(
+            exc) else 400
+
+    @app.get("/assets/plotly.min.js")
+    def plotly_js() -> Response:
+        response = Response(_plotly_js(), mimetype="application/javascript")
+        response.cache_control.max_age = 86400
+        return response
+
+    @app.get("/")
+    def index() -> str:
+        studies = list_studies(store)
+        return render_template("index.html", studies=studies.to_dict("records"),
+                               names=list(studies["study"]))
+
+    @app.get("/study/<path:name>")
+    def study(name: str) -> str:
+        summary = cache.get(store, name)
+        if "sections" not in summary.rendered:  # drawn once per version of the study
+            summary.rendered["sections"] = [_workload_views(summary, w)
+                                            for w in summary.workloads]
+        sections = summary.rendered["sections"]
+        return render_template("study.html", s=summary, sections=sections, plotly=True)
+
+    @app.get("/trials/<path:name>")
+    def trials(name: str) -> tuple[str, int] | str:
+        summary = cache.get(store, name)
+        where = request.args.get("where", "").strip()
+        sort = request.args.get("sort", _default_sort(summary))
+        limit = _int_arg("limit", 50, 1, 1000)
+        page_number = _int_arg("page", 1, 1, None)
+        try:
+            page = trial_page(store, name, where=where or None, sort=sort,
+                              offset=(page_number - 1) * limit, limit=limit)
+        except UsageError as exc:
+            return render_template("trials.html", s=summary, table=None, error=str(exc),
+                                   where=where, sort=sort, limit=limit), 400
+        return render_template("trials.html", s=summary, error=None, where=where, sort=sort,
+                               limit=limit, table=_table_view(summary, page, where, sort))
+
+    @app.get("/config/<int:number>/<path:name>")
+    def config(number: int, name: str) -> str:
+        summary = cache.get(store, name)
+        with store.session() as s:
+            study_id = store.require_study(s, name).id
+            frame = trials_by_number(s, study_id, name, [number])
+        if frame.empty:
+            abort(404, f"study {name!r} has no trial {number}")
+        row = frame.iloc[0]
+        figures = [config_view.occupancy_figure(summary.target, row),
+                   config_view.dram_figure(row), config_view.time_figure(row)]
+        metric_names = [c for c in frame.columns if c not in summary.params
+                        and c not in ("study", "number") and pd.notna(row[c])]
+        return render_template(
+            "config.html", s=summary, row=row, number=number,
+            params={p: row[p] for p in summary.params if p in row and pd.notna(row[p])},
+            fields={c: row[c] for c in metric_names},
+            figures=[figure_html(f) for f in figures if f is not None],
+            timeline=row["evaluator"] == "simulator" and row["status"] == "ok", plotly=True)
+
+    @app.get("/timeline/<int:number>/<path:name>")
+    def timeline(number: int, name: str) -> Response:
+        summary = cache.get(store, name)
+        with store.session() as s:
+            frame = trials_by_number(s, store.require_study(s, name).id, name, [number])
+        if frame.empty or frame.iloc[0]["evaluator"] != "simulator":
+            abort(404, f"trial {number} of {name!r} was not simulated")
+        path = _simulate_timeline(summary, frame.iloc[0])
+        return send_file(path, mimetype="application/json", as_attachment=True,
+                         download_name=f"{name}-trial-{number}-timeline.json")
+
+    @app.get("/compare")
+    def compare() -> str:
+        names = list(list_studies(store)["study"])
+        chosen = [request.args.get(k, "") for k in ("a", "b")]
+        summaries = [cache.get(store, n) for n in chosen if n]
+        return render_template("compare.html", names=names, chosen=chosen,
+                               summaries=summaries, figures=_compare_figures(summaries),
+                               plotly=bool(summaries))
+
+    return app
+
+
+def _plotly_js() -> str:
+    global _PLOTLY_JS
+    if _PLOTLY_JS is None:
+        _PLOTLY_JS = get_plotlyjs()
+    return _PLOTLY_JS
+
+
+_PLOTLY_JS: str | None = None
+
+
+def _int_arg(name: str, default: int, low: int, high: int | None) -> int:
+    raw = request.args.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"{name}: {raw!r} is not a whole number") from None
+    if value < low or (high is not None and value > high):
+        raise UsageError(f"{name}: {value} is out of range ({low} to {high or 'any'})")
+    return value
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if hasattr(value, "item"):  # numpy scalars
+        value = value.item()
+    return fmt(value)
+
+
+def _default_sort(summary: StudySummary) -> str:
+    metric, direction = summary.objectives[0]
+    return f"-{metric}" if direction == "maximize" else metric
+
+
+def _columns(summary: StudySummary, frame: pd.DataFrame) -> list[str]:
+    varying = [p for p in summary.params
+               if any(p in w.sample and w.sample[p].nunique() > 1 for w in summary.workloads)]
+    objectives = [o for o, _ in summary.objectives]
+    many = len(summary.workloads) > 1
+    columns = ["number", *(["shape", "dtype"] if many else []), *varying, *objectives,
+               *SUMMARY_METRICS, *TRAILING]
+    seen: list[str] = []
+    for c in columns:
+        if c in frame.columns and c not in seen:
+            seen.append(c)
+    return seen
+
+
+def _table_view(summary: StudySummary, page: Any, where: str, sort: str) -> dict[str, Any]:
+    """What the table template needs: columns, rows, sort links and page links."""
+    columns = _columns(summary, page.frame)
+    pages = max(1, math.ceil(page.total / page.limit))
+    current = page.offset // page.limit + 1
+
+    def link(**changes: Any) -> str:
+        args = {"where": where, "sort": sort, "limit": page.limit, "page": current, **changes}
+        return url_for("trials", name=summary.name, **{k: v for k, v in args.items() if v})
+
+    headers = []
+    for c in columns:
+        state = "asc" if sort == c else "desc" if sort == f"-{c}" else ""
+        target = c if sort == f"-{c}" else f"-{c}"
+        headers.append({"name": c, "state": state, "href": link(sort=target, page=1)})
+    return {
+        "columns": columns, "headers": headers,
+        "rows": page.frame[columns].to_dict("records"), "total": page.total,
+        "first": page.offset + 1 if page.total else 0,
+        "last": min(page.offset + page.limit, page.total), "page": current, "pages": pages,
+        "prev": link(page=current - 1) if current > 1 else None,
+        "next": link(page=current + 1) if current < pages else None,
+        "sizes": [(n, link(limit=n, page=1)) for n in PAGE_SIZES]}
+
+
+def _workload_views(summary: StudySummary, workload: Any) -> dict[str, Any]:
+    metric, direction = summary.objectives[0]
+    ok = workload.sample
+    top = workload.best.iloc[0] if not workload.best.empty else None
+    frame_like = workload.sample.assign()
+    frame_like.attrs = {"objectives": summary.objectives, "params": summary.params}
+    figures = [history_figure(workload.numbers, workload.values, direction, metric)]
+    if not ok.empty:
+        figures += [*balance_figures(ok, top), roofline_figure(ok, summary.target),
+                    importance_figure(ok, summary.params, metric, of_total=workload.ok),
+                    pareto_figure(ok, best_trials(frame_like), summary.objectives)]
+    if not workload.ladder.empty:
+        figures += fidelity_figures(workload.ladder, summary.params, metric)
+    columns = _columns(summary, workload.best)
+    return {"label": workload.label, "trials": workload.trials, "ok": workload.ok,
+            "best": workload.best[columns].to_dict("records") if not workload.best.empty
+            else [], "columns": columns,
+            "figures": [figure_html(f) for f in figures if f is not None]}
+
+
+def _compare_figures(summaries: list[StudySummary]) -> list[str]:
+    if not summaries:
+        return []
+    best = go.Figure()
+    history = go.Figure()
+    roof: go.Figure | None = None
+    for summary in summaries:
+        metric, direction = summary.objectives[0]
+        labels = [w.label for w in summary.workloads]
+        values = [float(w.best.iloc[0][metric]) if not w.best.empty else None
+                  for w in summary.workloads]
+        best.add_trace(go.Bar(x=labels, y=values, name=summary.name,
+                              text=[_cell(v) for v in values], textposition="auto"))
+        for w in summary.workloads:
+            trace = history_figure(w.numbers, w.values, direction, metric).data[1]
+            trace.name = f"{summary.name}: {w.label}"
+            history.add_trace(trace)
+            roof = roofline_figure(w.sample, summary.target, name=summary.name, fig=roof)
+    metric = summaries[0].objectives[0][0]
+    best.update_layout(title=f"Best {metric} per workload", yaxis_title=metric,
+                       barmode="group")
+    history.update_layout(title="Best so far", xaxis_title="trial", yaxis_title=metric)
+    return [figure_html(f) for f in (best, history, roof) if f is not None]
+
+
+def _simulate_timeline(summary: StudySummary, row: pd.Series) -> Path:
+    """Re-run the (deterministic) simulator on the trial's config with a trace."""
+    from dse.problem import build_context, build_evaluator
+
+    ctx = build_context(summary.spec["target"], str(row["dtype"]), str(row["shape"]),
+                        str(row["b_layout"]))
+    params = {p: row[p].item() if hasattr(row[p], "item") else row[p]
+              for p in summary.params if p in row and pd.notna(row[p])}
+    batch = ctx.space.encode([ctx.space.resolve(params)])
+    path = Path(tempfile.mkdtemp(prefix="dse-timeline-")) / "timeline.json"
+    build_evaluator("simulator").simulate(batch, ctx, trace_path=str(path))
+    return path

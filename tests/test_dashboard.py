@@ -1,0 +1,166 @@
+"""The dashboard's data and pages, served by Flask's test client over real databases (the
+browser tests in test_dashboard_browser.py drive the real server in Chromium)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from sqlalchemy import func, select
+
+from dse.dashboard import create_app, serve
+from dse.dashboard.data import summarise
+from dse.errors import UsageError
+from dse.storage import ResultStore
+from dse.storage import models as m
+from dse.study.query import best_trials, load_trials
+from dse.study.runner import run_study
+from dse.study.spec import study_from_dict
+
+LADDER = {"name": "lad", "target": "xdna", "seed": 0,
+          "workload": {"shape": "1024x1024x1024", "dtype": "int8-int8"},
+          "ladder": [{"evaluator": "analytical", "keep": 6}, {"evaluator": "simulator"}]}
+TWO_WORKLOADS = {"name": "two", "target": "xdna2", "sampler": "random", "seed": 3,
+                 "workloads": [{"shape": "2048x2048x2048", "dtype": "int8-int8"},
+                               {"shape": "1024x2048x512", "dtype": "bf16-bf16"}],
+                 "budget": {"trials": 60}}
+PARETO = {"name": "mo", "target": "xdna2", "sampler": "nsga2", "seed": 1,
+          "workload": {"shape": "2048x2048x2048", "dtype": "int8-int8"},
+          "objectives": ["tops", "l1_bytes"], "budget": {"trials": 60}}
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory):
+    storage = str(tmp_path_factory.mktemp("dash") / "d.db")
+    for spec in (LADDER, TWO_WORKLOADS, PARETO):
+        run_study(study_from_dict(spec), storage)
+    return storage
+
+
+@pytest.fixture(scope="module")
+def client(studies):
+    return create_app(studies).test_client()
+
+
+def _best_numbers(storage, study):
+    best = best_trials(load_trials(storage, study))
+    return {(shape, dtype): list(group["number"]) for (shape, dtype), group
+            in best.groupby(["shape", "dtype"], sort=False)}
+
+
+@pytest.mark.parametrize("spec", [LADDER, TWO_WORKLOADS, PARETO], ids=lambda s: s["name"])
+def test_summary_names_what_dse_best_names(storage_url, spec):
+    run_study(study_from_dict(spec), storage_url)
+    summary = summarise(ResultStore(storage_url), spec["name"])
+    expected = _best_numbers(storage_url, spec["name"])
+    got = {(w.best["shape"].iloc[0], w.best["dtype"].iloc[0]): list(w.best["number"])
+           for w in summary.workloads}
+    if len(spec.get("objectives", [])) < 2:
+        expected = {k: v[:10] for k, v in expected.items()}
+    assert got == expected
+    assert summary.total == sum(w.trials for w in summary.workloads)
+
+
+def test_summary_keeps_the_ladder_pairs_and_history(studies):
+    summary = summarise(ResultStore(studies), "lad")
+    (workload,) = summary.workloads
+    # every simulated config is paired with its analytical score
+    assert set(workload.ladder["evaluator"]) == {"analytical", "simulator"}
+    assert (workload.ladder["evaluator"] == "simulator").sum() == 6
+    assert len(workload.numbers) == workload.ok == len(workload.values)
+    assert workload.best["evaluator"].iloc[0] == "simulator"  # the most faithful rung
+
+
+def test_pages_render(client):
+    index = client.get("/")
+    assert index.status_code == 200
+    for name in ("lad", "two", "mo"):
+        assert f'href="/study/{name}"' in index.text
+    study = client.get("/study/two")
+    assert study.status_code == 200
+    for title in ("Optimisation history", "Balance: t_comp and t_mem against k_ct",
+                  "Roofline", "Parameter importance", "2048x2048x2048 int8-int8",
+                  "1024x2048x512 bf16-bf16"):
+        assert title in study.text, title
+    assert "Pareto front" in client.get("/study/mo").text
+    assert "simulator against analytical (6 configs, Spearman" in client.get("/study/lad").text
+    js = client.get("/assets/plotly.min.js")
+    assert js.status_code == 200 and len(js.data) > 1_000_000
+
+
+def test_best_card_matches_dse_best(client, studies):
+    expected = _best_numbers(studies, "lad")[("1024x1024x1024", "int8-int8")][0]
+    page = client.get("/study/lad").text
+    assert re.search(r'class="best-number" href="/config/(\d+)/lad"', page).group(1) == str(
+        expected)
+
+
+def test_trials_page_sorts_filters_and_pages(client):
+    page = client.get("/trials/two", query_string={
+        "where": "status == 'ok' and k_ct >= 48", "sort": "k_ct", "limit": 7, "page": 2})
+    assert page.status_code == 200
+    k_ct = [int(v) for v in re.findall(r'<td data-column="k_ct">(\d+)</td>', page.text)]
+    assert len(k_ct) == 7 and k_ct == sorted(k_ct) and min(k_ct) >= 48
+    assert re.search(r"8&ndash;14 of \d+ trials", page.text)
+
+
+def test_bad_table_input_is_explained(client):
+    bad = client.get("/trials/two", query_string={"where": "nope > 1"})
+    assert bad.status_code == 400
+    assert "unknown column &#39;nope&#39;" in bad.text
+    assert client.get("/trials/two", query_string={"sort": "-nope"}).status_code == 400
+    assert "not a whole number" in client.get("/trials/two?page=x").text
+    missing = client.get("/study/absent")
+    assert missing.status_code == 404 and "absent" in html.unescape(missing.text)
+    assert client.get("/config/99999/two").status_code == 404
+
+
+def test_config_page_shows_memory_traffic_and_stalls(client):
+    page = client.get("/config/6/lad").text  # the first simulated trial
+    for title in ("On-chip memory occupancy", "DRAM traffic per matrix", "Time breakdown",
+                  "stall: C drain", "Download the simulator's timeline"):
+        assert title in page, title
+
+
+def test_config_page_explains_infeasibility(client, studies):
+    with ResultStore(studies).session() as s:
+        number = s.scalar(select(func.min(m.TrialRow.number)).join(m.StudyRow).where(
+            m.StudyRow.name == "mo", m.TrialRow.status == "infeasible"))
+    assert number is not None
+    page = client.get(f"/config/{number}/mo").text
+    assert 'id="reason"' in page and "Why infeasible" in page
+
+
+def test_timeline_download_is_a_chrome_trace(client):
+    response = client.get("/timeline/6/lad")
+    assert response.status_code == 200
+    assert "attachment" in response.headers["Content-Disposition"]
+    assert response.json["traceEvents"]
+    assert client.get("/timeline/0/lad").status_code == 404  # analytical: nothing simulated
+
+
+def test_compare_page(client):
+    page = client.get("/compare", query_string={"a": "two", "b": "lad"})
+    assert page.status_code == 200
+    assert "Best tops per workload" in page.text and "Best so far" in page.text
+    assert page.text.count("best trial") == 3  # two workloads and one
+
+
+def test_browsing_writes_nothing(client, studies):
+    def counts():
+        with ResultStore(studies).session() as s:
+            return [s.scalar(select(func.count()).select_from(t)) for t in
+                    (m.TrialRow, m.EvaluationRow, m.StudyRow, m.ConfigRow)]
+
+    before = counts()
+    for url in ("/", "/study/two", "/trials/two", "/config/1/two", "/compare?a=two&b=mo"):
+        client.get(url)
+    assert client.post("/study/two").status_code == 405  # read-only: GET only
+    assert counts() == before
+
+
+def test_serve_refuses_a_missing_database(tmp_path):
+    with pytest.raises(UsageError, match="no database at"):
+        serve(str(tmp_path / "absent.db"))
+    assert not (tmp_path / "absent.db").exists()
