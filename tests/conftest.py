@@ -59,3 +59,25 @@ def storage_url(request, tmp_path):
     if request.param == "sqlite":
         return str(tmp_path / "results.db")
     return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture(scope="session")
+def chromium_path():
+    """Chromium for the browser tests: ``$DSE_CHROMIUM``, one on the PATH, or Debian's package
+    installed here. Skipped (failed under CI, where the browser tests must run) without one."""
+    import os
+
+    from tests.browser import find_chromium, install_debian_chromium
+
+    path = find_chromium()
+    if path is None:
+        problem = install_debian_chromium()
+        path = find_chromium()
+        if path is None:
+            problem = problem or "not found after installing"
+            message = (f"no Chromium for the browser tests ({problem}); install Debian's "
+                       "chromium package or set DSE_CHROMIUM")
+            if os.environ.get("CI"):
+                pytest.fail(message)
+            pytest.skip(message)
+    return path

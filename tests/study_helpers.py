@@ -17,3 +17,16 @@ def make_spec(name: str = "t", **overrides: Any) -> StudySpec:
     if data.get("workload") is None:
         data.pop("workload")
     return study_from_dict(data)
+
+
+# Small studies with what the dashboard shows: a fidelity ladder, two workloads, two objectives.
+LADDER = {"name": "lad", "target": "xdna", "seed": 0,
+          "workload": {"shape": "1024x1024x1024", "dtype": "int8-int8"},
+          "ladder": [{"evaluator": "analytical", "keep": 6}, {"evaluator": "simulator"}]}
+TWO_WORKLOADS = {"name": "two", "target": "xdna2", "sampler": "random", "seed": 3,
+                 "workloads": [{"shape": "2048x2048x2048", "dtype": "int8-int8"},
+                               {"shape": "1024x2048x512", "dtype": "bf16-bf16"}],
+                 "budget": {"trials": 60}}
+PARETO = {"name": "mo", "target": "xdna2", "sampler": "nsga2", "seed": 1,
+          "workload": {"shape": "2048x2048x2048", "dtype": "int8-int8"},
+          "objectives": ["tops", "l1_bytes"], "budget": {"trials": 60}}

@@ -17,17 +17,7 @@ from dse.storage import models as m
 from dse.study.query import best_trials, load_trials
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
-
-LADDER = {"name": "lad", "target": "xdna", "seed": 0,
-          "workload": {"shape": "1024x1024x1024", "dtype": "int8-int8"},
-          "ladder": [{"evaluator": "analytical", "keep": 6}, {"evaluator": "simulator"}]}
-TWO_WORKLOADS = {"name": "two", "target": "xdna2", "sampler": "random", "seed": 3,
-                 "workloads": [{"shape": "2048x2048x2048", "dtype": "int8-int8"},
-                               {"shape": "1024x2048x512", "dtype": "bf16-bf16"}],
-                 "budget": {"trials": 60}}
-PARETO = {"name": "mo", "target": "xdna2", "sampler": "nsga2", "seed": 1,
-          "workload": {"shape": "2048x2048x2048", "dtype": "int8-int8"},
-          "objectives": ["tops", "l1_bytes"], "budget": {"trials": 60}}
+from tests.study_helpers import LADDER, PARETO, TWO_WORKLOADS
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +154,13 @@ def test_serve_refuses_a_missing_database(tmp_path):
     with pytest.raises(UsageError, match="no database at"):
         serve(str(tmp_path / "absent.db"))
     assert not (tmp_path / "absent.db").exists()
+
+
+def test_serve_explains_a_busy_port(studies):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(UsageError, match=r"cannot listen on 127\.0\.0\.1:\d+"):
+            serve(studies, port=taken.getsockname()[1])

@@ -16,8 +16,8 @@ from plotly.io import to_html
 
 from dse.study.query import FIDELITY_RANK
 
-MAX_POINTS = 2000
-HISTORY_POINTS = 2000
+MAX_POINTS = 1000
+HISTORY_POINTS = 1000
 BALANCE_AXES = ("m_ct x n_ct", "k_ct")
 
 
@@ -139,9 +139,9 @@ def importance_figure(ok: pd.DataFrame, params: list[str], metric: str,
     if importance.empty:
         return None
     fig = go.Figure(go.Bar(x=importance.values, y=importance.index, orientation="h"))
-    sampled = (f", from {len(ok):,} of {of_total:,} trials"
-               if of_total and of_total > len(ok) else "")
-    fig.update_layout(title=f"Parameter importance (variance of {metric} explained{sampled})",
+    sampled = (f"<br><sup>estimated from {len(ok):,} of {of_total:,} feasible trials, spread "
+               "evenly</sup>" if of_total and of_total > len(ok) else "")
+    fig.update_layout(title=f"Parameter importance (variance of {metric} explained){sampled}",
                       xaxis_title="share of variance", yaxis={"autorange": "reversed"})
     return fig
 

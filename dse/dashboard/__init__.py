@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 import sys
 from pathlib import Path
 
@@ -27,11 +28,13 @@ def _require_existing(storage: str | None) -> None:
 def serve(storage: str | None, host: str = "127.0.0.1", port: int = 8050) -> None:
     """Serve the dashboard until interrupted."""
     _require_existing(storage)
-    app = create_app(storage)
+    app = create_app(storage, warm=True)
+    # bound here, not by Werkzeug, which would print its own message and exit on failure
     try:
-        server = make_server(host, port, app, threaded=True)
+        listener = socket.create_server((host, port))
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    server = make_server(host, port, app, threaded=True, fd=listener.fileno())
     try:
         local = ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -39,7 +42,8 @@ def serve(storage: str | None, host: str = "127.0.0.1", port: int = 8050) -> Non
     if not local:
         print(f"warning: listening on {host}, so anyone who can reach this machine's port "
               f"{port} can read the results", file=sys.stderr)
-    print(f"dse dashboard on http://{host}:{server.server_port}/ (Ctrl-C stops it)", flush=True)
+    print(f"dse dashboard on http://{host}:{listener.getsockname()[1]}/ (Ctrl-C stops it)",
+          flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

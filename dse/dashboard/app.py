@@ -10,14 +10,17 @@ to the database; the server answers only GET.
 from __future__ import annotations
 
 import math
+import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
-from flask import Flask, Response, abort, render_template, request, send_file, url_for
+from flask import Flask, Response, abort, render_template, request, url_for
 from plotly.offline import get_plotlyjs
+from werkzeug.exceptions import HTTPException
 
 from dse.analysis.figures import (
     balance_figures,
@@ -27,6 +30,7 @@ from dse.analysis.figures import (
     importance_figure,
     pareto_figure,
     roofline_figure,
+    thin,
 )
 from dse.dashboard import config_view
 from dse.dashboard.data import StudySummary, SummaryCache, trials_by_number
@@ -34,7 +38,7 @@ from dse.errors import UsageError
 from dse.formatting import fmt
 from dse.storage import ResultStore
 from dse.study.paging import trial_page
-from dse.study.query import best_trials, list_studies
+from dse.study.query import list_studies
 
 PAGE_SIZES = (25, 50, 100, 250)
 # Columns of the configuration tables besides the parameters that vary in the study.
@@ -43,18 +47,38 @@ SUMMARY_METRICS = ("latency_s", "t_comp_s", "t_mem_s", "bound", "balance", "l1_b
 TRAILING = ("evaluator", "status")
 
 
-def create_app(storage: str | None) -> Flask:
-    """The dashboard for the results database at ``storage`` (URL or SQLite path)."""
+def create_app(storage: str | None, warm: bool = False) -> Flask:
+    """The dashboard for the results database at ``storage`` (URL or SQLite path); with
+    ``warm``, a background thread summarises the most recently updated studies at once, so
+    their first visit does not wait for it."""
     app = Flask(__name__)
     store = ResultStore(storage)
     cache = SummaryCache()
+    if warm:
+        threading.Thread(target=_warm, args=(store, cache), daemon=True).start()
     app.jinja_env.filters["fmt"] = _cell
     app.jinja_env.globals["storage"] = store.safe_url
 
     @app.errorhandler(UsageError)
     def usage_error(exc: UsageError) -> tuple[str, int]:
-        return render_template("error.html", message=str(exc)), 404 if "no study" in str(
-            exc) else 400
+        return render_template("error.html", message=str(exc)), 400
+
+    @app.errorhandler(404)
+    def not_found(exc: HTTPException) -> tuple[str, int]:
+        return render_template("error.html", message=exc.description), 404
+
+    def summary_of(name: str) -> StudySummary:
+        with store.session() as s:
+            if store.study(s, name) is None:
+                abort(404, f"no study {name!r} in {store.safe_url}")
+        return cache.get(store, name)
+
+    def trial_of(name: str, number: int) -> pd.Series:
+        with store.session() as s:
+            frame = trials_by_number(s, store.require_study(s, name).id, name, [number])
+        if frame.empty:
+            abort(404, f"study {name!r} has no trial {number}")
+        return frame.iloc[0]
 
     @app.get("/assets/plotly.min.js")
     def plotly_js() -> Response:
@@ -70,7 +94,7 @@ def create_app(storage: str | None) -> Flask:
 
     @app.get("/study/<path:name>")
     def study(name: str) -> str:
-        summary = cache.get(store, name)
+        summary = summary_of(name)
         if "sections" not in summary.rendered:  # drawn once per version of the study
             summary.rendered["sections"] = [_workload_views(summary, w)
                                             for w in summary.workloads]
@@ -79,7 +103,7 @@ def create_app(storage: str | None) -> Flask:
 
     @app.get("/trials/<path:name>")
     def trials(name: str) -> tuple[str, int] | str:
-        summary = cache.get(store, name)
+        summary = summary_of(name)
         where = request.args.get("where", "").strip()
         sort = request.args.get("sort", _default_sort(summary))
         limit = _int_arg("limit", 50, 1, 1000)
@@ -95,16 +119,11 @@ def create_app(storage: str | None) -> Flask:
 
     @app.get("/config/<int:number>/<path:name>")
     def config(number: int, name: str) -> str:
-        summary = cache.get(store, name)
-        with store.session() as s:
-            study_id = store.require_study(s, name).id
-            frame = trials_by_number(s, study_id, name, [number])
-        if frame.empty:
-            abort(404, f"study {name!r} has no trial {number}")
-        row = frame.iloc[0]
+        summary = summary_of(name)
+        row = trial_of(name, number)
         figures = [config_view.occupancy_figure(summary.target, row),
                    config_view.dram_figure(row), config_view.time_figure(row)]
-        metric_names = [c for c in frame.columns if c not in summary.params
+        metric_names = [c for c in row.index if c not in summary.params
                         and c not in ("study", "number") and pd.notna(row[c])]
         return render_template(
             "config.html", s=summary, row=row, number=number,
@@ -115,25 +134,33 @@ def create_app(storage: str | None) -> Flask:
 
     @app.get("/timeline/<int:number>/<path:name>")
     def timeline(number: int, name: str) -> Response:
-        summary = cache.get(store, name)
-        with store.session() as s:
-            frame = trials_by_number(s, store.require_study(s, name).id, name, [number])
-        if frame.empty or frame.iloc[0]["evaluator"] != "simulator":
+        summary = summary_of(name)
+        row = trial_of(name, number)
+        if row["evaluator"] != "simulator" or row["status"] != "ok":
             abort(404, f"trial {number} of {name!r} was not simulated")
-        path = _simulate_timeline(summary, frame.iloc[0])
-        return send_file(path, mimetype="application/json", as_attachment=True,
-                         download_name=f"{name}-trial-{number}-timeline.json")
+        return Response(_simulate_timeline(summary, row), mimetype="application/json",
+                        headers={"Content-Disposition": "attachment; filename="
+                                 f"\"{name}-trial-{number}-timeline.json\""})
 
     @app.get("/compare")
     def compare() -> str:
         names = list(list_studies(store)["study"])
         chosen = [request.args.get(k, "") for k in ("a", "b")]
-        summaries = [cache.get(store, n) for n in chosen if n]
+        summaries = [summary_of(n) for n in chosen if n]
         return render_template("compare.html", names=names, chosen=chosen,
                                summaries=summaries, figures=_compare_figures(summaries),
                                plotly=bool(summaries))
 
     return app
+
+
+def _warm(store: ResultStore, cache: SummaryCache) -> None:
+    recent = list_studies(store).sort_values("updated", ascending=False)["study"]
+    for name in list(recent)[:cache.size]:
+        try:
+            cache.get(store, name)
+        except Exception as exc:  # a page reports it properly when visited
+            print(f"dashboard: could not summarise {name}: {exc}", file=sys.stderr)
 
 
 def _plotly_js() -> str:
@@ -213,15 +240,14 @@ def _table_view(summary: StudySummary, page: Any, where: str, sort: str) -> dict
 
 def _workload_views(summary: StudySummary, workload: Any) -> dict[str, Any]:
     metric, direction = summary.objectives[0]
-    ok = workload.sample
+    sample = workload.sample
     top = workload.best.iloc[0] if not workload.best.empty else None
-    frame_like = workload.sample.assign()
-    frame_like.attrs = {"objectives": summary.objectives, "params": summary.params}
+    shown = thin(sample, keep=workload.best)
     figures = [history_figure(workload.numbers, workload.values, direction, metric)]
-    if not ok.empty:
-        figures += [*balance_figures(ok, top), roofline_figure(ok, summary.target),
-                    importance_figure(ok, summary.params, metric, of_total=workload.ok),
-                    pareto_figure(ok, best_trials(frame_like), summary.objectives)]
+    if not sample.empty:
+        figures += [*balance_figures(shown, top), roofline_figure(shown, summary.target),
+                    importance_figure(sample, summary.params, metric, of_total=workload.ok),
+                    pareto_figure(shown, workload.best, summary.objectives)]
     if not workload.ladder.empty:
         figures += fidelity_figures(workload.ladder, summary.params, metric)
     columns = _columns(summary, workload.best)
@@ -256,15 +282,21 @@ def _compare_figures(summaries: list[StudySummary]) -> list[str]:
     return [figure_html(f) for f in (best, history, roof) if f is not None]
 
 
-def _simulate_timeline(summary: StudySummary, row: pd.Series) -> Path:
-    """Re-run the (deterministic) simulator on the trial's config with a trace."""
+def _simulate_timeline(summary: StudySummary, row: pd.Series) -> bytes:
+    """The trace of the (deterministic) simulator re-run on the trial's config, in the study's
+    space and with the simulator options the study used."""
     from dse.problem import build_context, build_evaluator
 
-    ctx = build_context(summary.spec["target"], str(row["dtype"]), str(row["shape"]),
-                        str(row["b_layout"]))
+    spec = summary.spec
+    ctx = build_context(spec["target"], str(row["dtype"]), str(row["shape"]),
+                        str(row["b_layout"]), spec.get("space", {}).get("constraints", ()))
+    rungs = [spec.get("evaluator", {}), *({"name": r["evaluator"], **r}
+                                          for r in spec.get("ladder", []))]
+    options = next((r.get("options") for r in rungs if r.get("name") == "simulator"), None)
     params = {p: row[p].item() if hasattr(row[p], "item") else row[p]
               for p in summary.params if p in row and pd.notna(row[p])}
     batch = ctx.space.encode([ctx.space.resolve(params)])
-    path = Path(tempfile.mkdtemp(prefix="dse-timeline-")) / "timeline.json"
-    build_evaluator("simulator").simulate(batch, ctx, trace_path=str(path))
-    return path
+    with tempfile.TemporaryDirectory(prefix="dse-timeline-") as folder:
+        path = Path(folder) / "timeline.json"
+        build_evaluator("simulator", options).simulate(batch, ctx, trace_path=str(path))
+        return path.read_bytes()

@@ -2,8 +2,9 @@
 
 A study of 100,000 trials is summarised from one narrow query (trial number, workload, status,
 fidelity and the objectives: no parameter or metric documents decoded), plus the full rows of
-only what is drawn: the best configurations, an even sample of at most
-:data:`dse.analysis.figures.MAX_POINTS` trials per workload, and the trials of a fidelity
+only what is shown: the best configurations, an even sample of about :data:`SAMPLE_ROWS` trials
+per workload (parameter importance is estimated from it; plots draw a thinner one), and the
+trials of a fidelity
 ladder's dearer rungs with the cheaper results of the same configs. Summaries are cached per
 study and recomputed when the study gains trials.
 """
@@ -19,7 +20,6 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import func, select
 
-from dse.analysis.figures import MAX_POINTS
 from dse.storage import ResultStore
 from dse.storage import models as m
 from dse.study.paging import trial_columns
@@ -31,6 +31,8 @@ from dse.study.query import (
     trials_frame,
 )
 from dse.target import load_target
+
+SAMPLE_ROWS = 5000
 
 
 @dataclass
@@ -131,7 +133,7 @@ def _ladder_rows(session: Any, study_id: int, study: str, narrow: pd.DataFrame) 
 
 def _sample_rows(session: Any, study_id: int, study: str, workload_id: int, count: int
                  ) -> pd.DataFrame:
-    stride = max(1, count // MAX_POINTS)
+    stride = max(1, count // SAMPLE_ROWS)
     rows = session.execute(in_study_trials(select(*TRIAL_ROW), study_id).where(
         m.TrialRow.workload_id == workload_id, m.TrialRow.status == "ok",
         m.TrialRow.number % stride == 0).order_by(m.TrialRow.number)).all()

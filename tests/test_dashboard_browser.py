@@ -1,0 +1,165 @@
+"""The real dashboard (``dse dashboard`` in its own process) driven by headless Chromium.
+
+Every page must load without console errors and draw its plots; the best configuration shown
+must be the one ``dse best`` names; sorting, filtering and paging must work. Screenshots go to
+``test-output/dashboard/`` (or ``$DSE_TEST_OUTPUT/dashboard``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dse.cli import main
+from dse.study.runner import run_study
+from dse.study.spec import study_from_dict
+from tests.study_helpers import LADDER, TWO_WORKLOADS
+
+playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed "
+                                 "(pip install -e '.[test]')")
+
+OUTPUT = Path(os.environ.get("DSE_TEST_OUTPUT", Path(__file__).parent.parent / "test-output"))
+LAUNCH = ("from dse.cli import main; raise SystemExit(main())")
+
+
+@pytest.fixture(scope="module")
+def storage(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("browser") / "b.db")
+    for spec in (LADDER, TWO_WORKLOADS):
+        run_study(study_from_dict(spec), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(storage):
+    """``dse dashboard --port 0`` in a child process; yields its base URL."""
+    process = subprocess.Popen([sys.executable, "-c", LAUNCH, "dashboard", "--storage", storage,
+                                "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    line = process.stdout.readline()
+    match = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
+    if not match:
+        process.kill()
+        pytest.fail(f"the dashboard did not start: {line}{process.stderr.read()}")
+    yield match.group(1)
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_path):
+    with playwright.sync_playwright() as p:
+        # root in a container cannot use Chromium's sandbox
+        browser = p.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    """A page that records console errors and uncaught exceptions; the test fails on any,
+    and its screenshot is saved."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.errors = errors
+    yield page
+    folder = OUTPUT / "dashboard"
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{request.node.name}.png"), full_page=True)
+    context.close()
+    assert errors == [], errors
+
+
+def _plots_drawn(page, at_least: int) -> None:
+    page.wait_for_function(
+        f"document.querySelectorAll('.plotly-graph-div .main-svg').length >= {2 * at_least}")
+    graphs = page.locator(".plotly-graph-div")
+    assert graphs.count() >= at_least
+    for i in range(graphs.count()):  # every graph has drawn its traces
+        assert graphs.nth(i).locator(".trace").count()
+
+
+def _column(page, name: str) -> list[float]:
+    return [float(t) for t in page.locator(f'#trials td[data-column="{name}"]').all_inner_texts()]
+
+
+def test_studies_list(page, server):
+    page.goto(server + "/")
+    rows = page.locator("#studies tr")
+    assert rows.count() == 3  # header, lad, two
+    assert "xdna2" in page.locator("#studies").inner_text()
+
+
+def test_study_page_shows_what_dse_best_names(page, server, storage, capsys):
+    assert main(["best", "lad", "--storage", storage, "--json", "--top", "1"]) == 0
+    best = json.loads(capsys.readouterr().out)[0]
+    page.goto(f"{server}/study/lad")
+    _plots_drawn(page, 6)
+    assert page.locator("#best-1 .best-number").inner_text() == str(best["number"])
+    assert page.locator("#best-1 .best-value").inner_text() == f"{best['tops']:.4g}"
+    page.locator("#best-1 .best-number").click()
+    page.wait_for_url(f"**/config/{best['number']}/lad")
+    assert page.locator("#status").inner_text() == "ok"
+
+
+def test_study_page_per_workload(page, server):
+    page.goto(f"{server}/study/two")
+    assert page.locator("section.workload").count() == 2
+    _plots_drawn(page, 8)
+
+
+def test_trials_table_sorts_filters_and_pages(page, server):
+    page.goto(f"{server}/trials/two?limit=10")
+    page.locator('th[data-column="k_ct"] a').click()
+    page.wait_for_url("**sort=-k_ct**")
+    values = _column(page, "k_ct")
+    assert len(values) == 10 and values == sorted(values, reverse=True)
+    page.locator('th[data-column="k_ct"] a').click()
+    page.wait_for_url(re.compile(r"sort=k_ct"))
+    assert _column(page, "k_ct") == sorted(_column(page, "k_ct"))
+    total = int(re.search(r"of (\d+) trials", page.locator("#count").inner_text()).group(1))
+
+    page.locator("input[name=where]").fill("status == 'ok' and tops > 5")
+    page.locator("form.filter button").click()
+    page.wait_for_url("**where=**")
+    shown = _column(page, "tops")
+    assert shown and all(v > 5 for v in shown)
+    matching = int(re.search(r"of (\d+) trials", page.locator("#count").inner_text()).group(1))
+    assert 10 < matching < total
+    page.locator("#next").click()
+    page.wait_for_url("**page=2**")
+    assert page.locator("#count").inner_text().startswith("11")
+    assert all(v > 5 for v in _column(page, "tops"))
+
+
+def test_a_bad_filter_is_explained(browser, server):
+    page = browser.new_page()
+    page.goto(f"{server}/trials/two?where=nope%20%3E%201")
+    assert "unknown column 'nope'" in page.locator("#error").inner_text()
+    page.close()
+
+
+def test_config_page(page, server):
+    page.goto(f"{server}/config/6/lad")  # the first simulated trial
+    _plots_drawn(page, 3)
+    assert page.locator("#timeline").count() == 1
+    assert page.locator("#params").inner_text().count("\n") >= 5
+
+
+def test_compare_page(page, server):
+    page.goto(f"{server}/compare")
+    page.locator("select[name=a]").select_option("two")
+    page.locator("select[name=b]").select_option("lad")
+    page.locator("form button").click()
+    page.wait_for_url("**a=two**")
+    assert page.locator(".study").count() == 2
+    _plots_drawn(page, 3)
