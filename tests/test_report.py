@@ -7,7 +7,7 @@ import re
 import pandas as pd
 import pytest
 
-from dse.analysis.figures import parameter_importance
+from dse.analysis.figures import balance_point, parameter_importance
 from dse.cli import main
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
@@ -51,3 +51,10 @@ def test_parameter_importance():
     importance = parameter_importance(frame, ["a", "b", "missing"], "y")
     assert list(importance.index) == ["a", "b"]
     assert importance["a"] == pytest.approx(0.9988, abs=1e-3) and importance["b"] < 0.01
+
+
+def test_balance_point_is_the_best_config_closest_to_balance():
+    best = pd.DataFrame({"number": [7, 3, 9], "t_comp_s": [1.0, 2.0, 1.0],
+                         "t_mem_s": [1.5, 2.1, 0.5]})
+    assert balance_point(best)["number"] == 3
+    assert balance_point(best.iloc[:0]) is None

@@ -62,24 +62,40 @@ def history_figure(numbers: np.ndarray, values: np.ndarray, direction: str,
     return fig
 
 
-def balance_figures(ok: pd.DataFrame, best: pd.Series | None) -> list[go.Figure]:
-    """t_comp and t_mem against m_ct*n_ct and against k_ct, the best config marked."""
+def balance_point(best: pd.DataFrame) -> pd.Series | None:
+    """Of the best configurations, the one whose t_comp and t_mem are closest (the balance
+    point the paper's procedure aims for)."""
+    if best.empty or not {"t_comp_s", "t_mem_s"} <= set(best.columns):
+        return None
+    ratio = np.abs(np.log(best["t_comp_s"].astype(float) / best["t_mem_s"].astype(float)))
+    return None if ratio.isna().all() else best.loc[ratio.idxmin()]
+
+
+def balance_figures(ok: pd.DataFrame, best: pd.DataFrame) -> list[go.Figure]:
+    """t_comp and t_mem against m_ct*n_ct and against k_ct; the best config and the balance
+    point (:func:`balance_point` of ``best``, the best configs in rank order) marked."""
     if not {"t_comp_s", "t_mem_s", "m_ct", "n_ct", "k_ct"} <= set(ok.columns) or ok.empty:
         return []
     ok = ok.assign(**{"m_ct x n_ct": ok["m_ct"] * ok["n_ct"]})
+    marks = []
+    if not best.empty and pd.notna(best.iloc[0].get("t_comp_s")):
+        marks.append(("best config", best.iloc[0], "star"))
+        balanced = balance_point(best)
+        if balanced is not None and balanced["number"] != best.iloc[0]["number"]:
+            marks.append(("balance point", balanced, "diamond"))
     figures = []
     for axis in BALANCE_AXES:
         fig = go.Figure()
         for column, name in (("t_comp_s", "t_comp"), ("t_mem_s", "t_mem")):
             fig.add_trace(go.Scatter(x=ok[axis], y=ok[column], mode="markers", name=name,
-                                       marker={"size": 5, "opacity": 0.5}))
-        if best is not None and pd.notna(best.get("t_comp_s")):
-            x = best["m_ct"] * best["n_ct"] if axis == "m_ct x n_ct" else best["k_ct"]
-            ratio = best["t_comp_s"] / best["t_mem_s"]
+                                     marker={"size": 5, "opacity": 0.5}))
+        for label, row, symbol in marks:
+            x = row["m_ct"] * row["n_ct"] if axis == "m_ct x n_ct" else row["k_ct"]
             fig.add_trace(go.Scatter(
-                x=[x, x], y=[best["t_comp_s"], best["t_mem_s"]], mode="markers+lines",
-                name=f"best config (t_comp/t_mem = {ratio:.2f})",
-                marker={"size": 14, "symbol": "star", "color": "black"},
+                x=[x, x], y=[row["t_comp_s"], row["t_mem_s"]], mode="markers+lines",
+                name=f"{label} #{row['number']} (t_comp/t_mem = "
+                     f"{row['t_comp_s'] / row['t_mem_s']:.2f})",
+                marker={"size": 13, "symbol": symbol, "color": "black"},
                 line={"dash": "dot", "color": "black"}))
         fig.update_layout(title=f"Balance: t_comp and t_mem against {axis}",
                           xaxis_title=axis, yaxis_title="seconds", yaxis_type="log")

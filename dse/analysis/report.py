@@ -50,7 +50,7 @@ def _workload_section(group: pd.DataFrame, params: list[str], objectives: list[t
         return parts
     shown = thin(ok, keep=best)
     figures = [history_figure(ok["number"].to_numpy(), ok[metric].to_numpy(), direction, metric),
-               *balance_figures(shown, best.iloc[0] if not best.empty else None),
+               *balance_figures(shown, best),
                roofline_figure(shown, target),
                importance_figure(ok, params, metric),
                pareto_figure(shown, best_trials(group), objectives),

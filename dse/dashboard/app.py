@@ -241,11 +241,10 @@ def _table_view(summary: StudySummary, page: Any, where: str, sort: str) -> dict
 def _workload_views(summary: StudySummary, workload: Any) -> dict[str, Any]:
     metric, direction = summary.objectives[0]
     sample = workload.sample
-    top = workload.best.iloc[0] if not workload.best.empty else None
     shown = thin(sample, keep=workload.best)
     figures = [history_figure(workload.numbers, workload.values, direction, metric)]
     if not sample.empty:
-        figures += [*balance_figures(shown, top), roofline_figure(shown, summary.target),
+        figures += [*balance_figures(shown, workload.best), roofline_figure(shown, summary.target),
                     importance_figure(sample, summary.params, metric, of_total=workload.ok),
                     pareto_figure(shown, workload.best, summary.objectives)]
     if not workload.ladder.empty:
