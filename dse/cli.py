@@ -41,9 +41,12 @@ def _pairs(items: Sequence[str] | None, option: str) -> dict[str, str]:
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", required=True, help="target name (see `dse targets`) or .toml path")
-    p.add_argument("--dtype", required=True, help="input-output types, e.g. int8-int8, bf16-bf16")
-    p.add_argument("--shape", required=True, help="GEMM size MxKxN, e.g. 4096x4096x4096")
-    p.add_argument("--b-layout", default="col", help="B in DRAM: col (default) or row")
+    p.add_argument("--dtype", required=True, help="input-output types, e.g. int8-int8, bf16-bf16 "
+                   "(one type: the same out, e.g. bf16)")
+    p.add_argument("--shape", required=True, help="GEMM size MxKxN, e.g. 4096x4096x4096; a "
+                   "batched GEMM (ascend-950pr) BxMxKxN, e.g. 8x2048x1024x2048")
+    p.add_argument("--b-layout", default=None, help="B in DRAM: col (default) or row; for a "
+                   "batched GEMM which operands are transposed: NN (default), NT, TN, TT")
     p.add_argument("--evaluator", default="analytical", help="evaluator name (default analytical)")
     p.add_argument("--constraint", action="append", default=[], metavar="NAME",
                    help="also enforce an optional rule: dma_bound (eq. 4)")
@@ -128,9 +131,11 @@ def _print_outcome(outcome: SearchOutcome, strategy: str) -> None:
     tiles = [p for p in params if p in TILE_COLUMNS] or params[:3]
     varying = [p for p in params if p not in tiles and
                len({str(c.params[p]) for c in outcome.top}) > 1]
+    metrics = [m for m in ("tops", "macs_per_cycle", "t_comp_s", "t_mem_s", "bound", "stage",
+                           "l1_bytes", "l2_bytes", "r_in")
+               if outcome.top and m in outcome.top[0].metrics]
     print("\nbest configurations:" if len(rows) > 1 else "\nbalanced configuration:")
-    print(table(rows, ("rank", *tiles, *varying, "tops", "macs_per_cycle", "t_comp_s",
-                       "t_mem_s", "bound", "l1_bytes", "l2_bytes")))
+    print(table(rows, ("rank", *tiles, *varying, *metrics)))
 
 
 def _progress_printer() -> Callable[[int, int], None]:
@@ -250,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     co = sub.add_parser("compare", help="simulator against analytical model on sampled configs")
     for flag in ("--target", "--dtype", "--shape"):
         co.add_argument(flag, required=True)
-    co.add_argument("--b-layout", default="col")
+    co.add_argument("--b-layout", default=None)
     co.add_argument("--samples", type=int, default=50)
     co.add_argument("--seed", type=int, default=0)
     co.add_argument("--top", type=int, default=8, help="disagreements to list")

@@ -4,8 +4,6 @@ coefficients of the CPU GEMM model (fitted to measurements by ``dse calibrate``)
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +11,7 @@ from typing import Any
 
 from dse.dtypes import DTYPE_PAIRS
 from dse.errors import TargetFileError
-from dse.target import _ZERO_OK, _build, _check_keys
+from dse.target import _ZERO_OK, _build, _check_keys, digest_of
 
 SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 
@@ -60,8 +58,7 @@ class CpuTarget:
         return data
 
     def digest(self) -> str:
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+        return digest_of(self.to_dict())
 
 
 def system_caches() -> CacheSpec:

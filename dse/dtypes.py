@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 from dse.errors import UsageError
 
-ELEMENT_BYTES: dict[str, int] = {"int8": 1, "int16": 2, "int32": 4, "bf16": 2, "fp32": 4}
+ELEMENT_BYTES: dict[str, int] = {"int8": 1, "int16": 2, "int32": 4, "bf16": 2, "fp16": 2,
+                                 "fp32": 4}
 
-# The pairs the whole-array GEMM kernels exist for: A and B share the input type, C has the output
-# type, and the output is at least as wide as the input.
+# The pairs GEMM kernels exist for (each target lists the ones it supports): A and B share the
+# input type, C has the output type, and the output is at least as wide as the input.
 DTYPE_PAIRS: tuple[str, ...] = (
     "int8-int8",
     "int8-int16",
@@ -17,6 +18,9 @@ DTYPE_PAIRS: tuple[str, ...] = (
     "int16-int16",
     "int16-int32",
     "bf16-bf16",
+    "bf16-fp32",
+    "fp16-fp16",
+    "fp16-fp32",
     "fp32-fp32",
 )
 
@@ -42,7 +46,10 @@ class DtypePair:
 
     @classmethod
     def parse(cls, text: str) -> DtypePair:
-        """Parse ``IN-OUT``; raises :class:`UsageError` listing the valid pairs."""
+        """Parse ``IN-OUT`` (``IN`` alone means the same type out); raises
+        :class:`UsageError` listing the valid pairs."""
+        if "-" not in text and f"{text}-{text}" in DTYPE_PAIRS:
+            text = f"{text}-{text}"
         if text not in DTYPE_PAIRS:
             raise UsageError(f"unknown dtype {text!r}; valid: {', '.join(DTYPE_PAIRS)}")
         inp, out = text.split("-")

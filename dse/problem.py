@@ -9,16 +9,18 @@ from typing import Any
 from dse.errors import UsageError
 from dse.registry import evaluator_class, search_space_class
 from dse.target import load_target
-from dse.workload import GemmWorkload
+from dse.workload import workload_class
 from evaluators.base import EvalContext
 
 
-def build_context(target: str, dtype: str, shape: str, b_layout: str = "col",
+def build_context(target: str, dtype: str, shape: str, b_layout: str | None = None,
                   constraints: Sequence[str] = ()) -> EvalContext:
-    """Load the target, parse the workload and build the target's search space."""
+    """Load the target, parse the workload (of the kind its search space tunes; ``b_layout``
+    None for that kind's default) and build the target's search space."""
     tgt = load_target(target)
-    workload = GemmWorkload.parse(shape, dtype, b_layout)
-    space = search_space_class(tgt.space)(tgt, workload, extra_constraints=tuple(constraints))
+    space_class = search_space_class(tgt.space)
+    workload = workload_class(space_class.workload_kind).parse(shape, dtype, b_layout)
+    space = space_class(tgt, workload, extra_constraints=tuple(constraints))
     return EvalContext(target=tgt, workload=workload, space=space)
 
 

@@ -1,7 +1,10 @@
 """Name -> implementation registries, imported lazily, extensible through entry points.
 
-A user package adds a search space or evaluator without touching dse by declaring an entry point
-in the ``dse.search_spaces`` or ``dse.evaluators`` group whose value is ``module:attribute``.
+A user package adds a target family without touching dse by declaring entry points whose value
+is ``module:attribute``: its search space (``dse.search_spaces``), the loader of its target
+files if they have a schema of their own (``dse.target_schemas``, keyed by the target file's
+``space``), its analytical model (``dse.analytical_models``, keyed by space) and any other
+evaluator (``dse.evaluators``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,18 @@ from dse.errors import UsageError
 SEARCH_SPACES: dict[str, str] = {
     "xdna_gemm": "search_spaces.xdna_gemm:XdnaGemmSpace",
     "cpu_gemm": "search_spaces.cpu_gemm:CpuGemmSpace",
+    "ascend_bmm": "search_spaces.ascend_bmm:AscendBmmSpace",
+}
+# Target files whose space has its own schema (the rest are array targets, dse.target.Target).
+TARGET_SCHEMAS: dict[str, str] = {
+    "cpu_gemm": "dse.cpu_target:cpu_target_from_dict",
+    "ascend_bmm": "search_spaces.ascend_bmm.target:ascend_target_from_dict",
+}
+# The analytical evaluator's closed-form model of each space: (batch, target, workload) -> metrics.
+ANALYTICAL_MODELS: dict[str, str] = {
+    "xdna_gemm": "evaluators.analytical.xdna_gemm:score",
+    "cpu_gemm": "evaluators.analytical.cpu_gemm:score",
+    "ascend_bmm": "evaluators.analytical.ascend_bmm:score",
 }
 EVALUATORS: dict[str, str] = {
     "analytical": "evaluators.analytical:AnalyticalEvaluator",
@@ -48,6 +63,23 @@ def search_space_class(name: str) -> Any:
 def evaluator_class(name: str) -> Any:
     """The evaluator class registered as ``name``."""
     return _load("evaluator", name, EVALUATORS, "dse.evaluators")
+
+
+def target_schema(space: str) -> Any | None:
+    """The loader ``(raw dict, source) -> target`` of a space's target files, or None for the
+    array-target schema."""
+    if space not in _registry(TARGET_SCHEMAS, "dse.target_schemas"):
+        return None
+    return _load("target schema", space, TARGET_SCHEMAS, "dse.target_schemas")
+
+
+def analytical_model(space: str) -> Any:
+    """The analytical model registered for a search space."""
+    return _load("analytical model", space, ANALYTICAL_MODELS, "dse.analytical_models")
+
+
+def analytical_spaces() -> tuple[str, ...]:
+    return tuple(sorted(_registry(ANALYTICAL_MODELS, "dse.analytical_models")))
 
 
 def evaluator_names() -> list[str]:

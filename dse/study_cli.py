@@ -78,7 +78,7 @@ def _print_summary(summary: RunSummary, storage: str | None) -> None:
     frame = load_trials(storage, summary.study)
     best = best_trials(frame, top=1)
     for w in summary.workloads:
-        print(f"\n{w.workload.shape} {w.workload.dtype.name} (B {w.workload.b_layout}): "
+        print(f"\n{w.workload.label}: "
               f"{w.trials} trials; this run evaluated {w.evaluated}, served {w.cached} from "
               f"the store, {w.infeasible} infeasible, {w.failed} failed")
         rows = best[(best["shape"] == w.workload.shape) & (best["dtype"] == w.workload.dtype.name)

@@ -178,8 +178,13 @@ class Target:
 
     def digest(self) -> str:
         """Content hash of every constant (not of the file's path or layout)."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+        return digest_of(self.to_dict())
+
+
+def digest_of(constants: Mapping[str, Any]) -> str:
+    """A target's identity: the hash of its constants as canonical JSON."""
+    canonical = json.dumps(constants, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def available_targets() -> list[str]:
@@ -209,11 +214,10 @@ def load_target(name_or_path: str | Path) -> Any:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise TargetFileError(f"{path}: not valid TOML: {exc}") from exc
-    if raw.get("space") == "cpu_gemm":  # the host CPU has a schema of its own
-        from dse.cpu_target import cpu_target_from_dict
+    from dse.registry import target_schema
 
-        return cpu_target_from_dict(raw, str(path))
-    return target_from_dict(raw, str(path))
+    loader = target_schema(str(raw.get("space", "")))  # a family with a schema of its own
+    return (loader or target_from_dict)(raw, str(path))
 
 
 def target_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> Target:

@@ -9,7 +9,7 @@ import numpy as np
 
 from dse.results import EvalResult
 from dse.target import Target
-from dse.workload import GemmWorkload
+from dse.workload import Workload
 from search_spaces.base import ConfigBatch
 
 
@@ -18,7 +18,7 @@ class EvalContext:
     """What an evaluator needs besides the configs: the target, the GEMM and its space."""
 
     target: Target
-    workload: GemmWorkload
+    workload: Workload
     space: Any
 
 

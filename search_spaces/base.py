@@ -111,6 +111,7 @@ class SearchSpaceBase(ABC):
     """
 
     name: str
+    workload_kind: str = "gemm"  # the kind of workload it tunes (dse.workload.WORKLOAD_KINDS)
     required: tuple[str, ...] = ()
     _params: dict[str, Param]
     constraints: tuple[Any, ...]

@@ -19,6 +19,11 @@ PROBLEMS = {
     "cpu_gemm": (("cpu", "fp32-fp32", "128x128x128"),
                  [dict(mc=32, kc=32, nc=32), dict(mc=64, kc=128, nc=64, pack_b="no"),
                   dict(mc=256, kc=32, nc=32), dict(mc=40, kc=32, nc=32)]),
+    "ascend_bmm": (("ascend-950pr", "bf16", "8x2048x1024x2048"),
+                   [{}, dict(base_m=128, base_n=128, single_core_m=512, single_core_n=256,
+                             k_l1=128, base_k=64),
+                    dict(single_core_m=1760, single_core_n=1760, k_l1=128),
+                    dict(base_m=40)]),
 }
 # evaluators that need a device this machine lacks are tested by their own files
 NEEDS_DEVICE = {"iron"}

@@ -31,6 +31,7 @@ from dse.study.query import (
     trials_frame,
 )
 from dse.target import load_target
+from dse.workload import workload_from_dict
 
 SAMPLE_ROWS = 5000
 
@@ -64,10 +65,6 @@ class StudySummary:
     status_counts: dict[str, int]
     workloads: list[WorkloadSummary] = field(default_factory=list)
     rendered: dict[str, Any] = field(default_factory=dict)  # views drawn from it, by name
-
-
-def workload_label(body: dict[str, Any]) -> str:
-    return f"{body['M']}x{body['K']}x{body['N']} {body['dtype']} (B {body['b_layout']})"
 
 
 def trials_by_number(session: Any, study_id: int, study: str, numbers: list[int]
@@ -164,7 +161,8 @@ def summarise(store: ResultStore, study: str, top: int = 10) -> StudySummary:
             sample = _sample_rows(s, row.id, study, int(workload_id), len(group))
             summary.params = summary.params or sample.attrs.get("params", [])
             summary.workloads.append(WorkloadSummary(
-                label=workload_label(bodies[int(workload_id)]), trials=len(group), ok=len(ok),
+                label=workload_from_dict(bodies[int(workload_id)]).label, trials=len(group),
+                ok=len(ok),
                 best=best, numbers=ok["number"].to_numpy(),
                 values=(ok[metric].to_numpy(dtype=float) if metric in ok
                         else np.full(len(ok), np.nan)),

@@ -19,6 +19,7 @@ from dse.storage import ResultStore, canonical_key
 from dse.storage.store import config_key, now
 from dse.study.query import best_trials, load_trials
 from dse.target import load_target
+from dse.workload import workload_from_dict
 
 CONFIGS_FORMAT = "dse-configs/1"
 RESULTS_FORMAT = "dse-results/1"
@@ -104,9 +105,8 @@ def ingest(storage: str | None, path: str | Path) -> dict[str, int]:
     with store.session() as s:
         target_id = store.target_id(s, target.digest(), target.name, target.to_dict())
         for entry in data["results"]:
-            w = entry["workload"]
-            ctx = build_context(study.spec["target"], w["dtype"],
-                                f"{w['M']}x{w['K']}x{w['N']}", w["b_layout"])
+            w = workload_from_dict(entry["workload"])
+            ctx = build_context(study.spec["target"], w.dtype.name, w.shape, w.b_layout)
             result = _result(entry, evaluator)
             if result.ok and "tops" not in result.metrics and "latency_s" in result.metrics:
                 result.metrics["tops"] = 2.0 * ctx.workload.macs / result.metrics["latency_s"] \

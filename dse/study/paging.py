@@ -46,9 +46,11 @@ def _workload_text(key: str) -> ColumnElement[Any]:
 
 def _fixed_columns() -> dict[str, SqlColumn]:
     dims = [cast(m.WorkloadRow.body[d].as_integer(), String) for d in "MKN"]
+    # a batched GEMM stores its shape string; a plain GEMM's is M x K x N
     return {
         "number": SqlColumn(m.TrialRow.number, True),
-        "shape": SqlColumn(dims[0] + "x" + dims[1] + "x" + dims[2], False),
+        "shape": SqlColumn(func.coalesce(_workload_text("shape"),
+                                         dims[0] + "x" + dims[1] + "x" + dims[2]), False),
         "dtype": SqlColumn(_workload_text("dtype"), False),
         "b_layout": SqlColumn(func.coalesce(m.ConfigRow.params["b_layout"].as_string(),
                                           _workload_text("b_layout")), False),

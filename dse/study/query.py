@@ -10,6 +10,7 @@ from sqlalchemy import Select, func, select
 
 from dse.storage import ResultStore
 from dse.storage import models as m
+from dse.workload import workload_from_dict
 
 WORKLOAD_COLUMNS = ("shape", "dtype", "b_layout")
 # The best configs are judged by the most faithful results a study has.
@@ -78,8 +79,10 @@ def trials_frame(study: str, result: list[Any], workloads: dict[int, dict[str, A
         return frame
     (numbers, workload_ids, statuses, cached, reasons, evaluators, versions, fidelities, elapsed,
      hosts, created, params, metrics) = zip(*result, strict=True)
-    described = {wid: (f"{body['M']}x{body['K']}x{body['N']}", body["dtype"], body["b_layout"])
-                 for wid, body in workloads.items()}
+    described = {}
+    for wid, body in workloads.items():
+        workload = workload_from_dict(body)
+        described[wid] = (workload.shape, workload.dtype.name, workload.b_layout)
     shapes, dtypes, b_layouts = zip(*(described[w] for w in workload_ids), strict=True)
     columns: dict[str, Any] = {
         "study": [study] * len(numbers), "number": numbers, "shape": shapes, "dtype": dtypes,
@@ -149,11 +152,10 @@ def list_studies(storage: ResultStore | str | None) -> pd.DataFrame:
         rows: list[dict[str, Any]] = []
         for study, target in s.execute(select(m.StudyRow, m.TargetRow.name).join(
                 m.TargetRow, m.TargetRow.id == m.StudyRow.target_id).order_by(m.StudyRow.name)):
-            workloads = study.spec.get("workloads", [])
+            workloads = [workload_from_dict(w) for w in study.spec.get("workloads", [])]
             rows.append({
                 "study": study.name, "target": target,
-                "workloads": ", ".join(f"{w['M']}x{w['K']}x{w['N']} {w['dtype']}"
-                                       for w in workloads[:3])
+                "workloads": ", ".join(f"{w.shape} {w.dtype.name}" for w in workloads[:3])
                 + (f" (+{len(workloads) - 3})" if len(workloads) > 3 else ""),
                 "trials": counts.get(study.id, 0), "best_tops": best.get(study.id),
                 "status": study.status, "updated": study.updated_at})
@@ -171,7 +173,8 @@ def fidelity_report(storage: ResultStore | str | None, study: str) -> list[dict[
             m.FidelityRow.study_id == row.id).order_by(m.FidelityRow.id)).all()
     latest: dict[tuple[str, int], dict[str, Any]] = {}
     for fidelity, workload in result:  # a re-run records again: keep the latest
-        name = f"{workload['M']}x{workload['K']}x{workload['N']} {workload['dtype']}"
+        described = workload_from_dict(workload)
+        name = f"{described.shape} {described.dtype.name}"
         latest[(name, fidelity.rung)] = {
             "workload": name, "rung": fidelity.rung, "cheaper": fidelity.cheaper,
             "dearer": fidelity.dearer, "n": fidelity.n, "spearman": fidelity.spearman,

@@ -35,7 +35,7 @@ from dse.study.recorder import Recorder
 from dse.study.samplers import make_sampler
 from dse.study.spec import StudySpec
 from dse.target import load_target
-from dse.workload import GemmWorkload
+from dse.workload import Workload
 from evaluators.base import EvalContext
 
 LEASE_S = 120.0
@@ -45,7 +45,7 @@ Progress = Callable[[str, int, int, float | None], None]
 
 @dataclass
 class WorkloadSummary:
-    workload: GemmWorkload
+    workload: Workload
     trials: int
     evaluated: int = 0
     cached: int = 0
@@ -145,12 +145,12 @@ class StudyRunner:
         return RunSummary(self.spec.name, self.store.safe_url, status,
                           time.monotonic() - start, summaries)
 
-    def context(self, workload: GemmWorkload) -> EvalContext:
+    def context(self, workload: Workload) -> EvalContext:
         space = search_space_class(self.target.space)(
             self.target, workload, extra_constraints=self.spec.space.constraints)
         return EvalContext(self.target, workload, space)
 
-    def _run_workload(self, workload: GemmWorkload) -> WorkloadSummary:
+    def _run_workload(self, workload: Workload) -> WorkloadSummary:
         ctx = self.context(workload)
         space = ctx.space
         with self.store.session() as s:

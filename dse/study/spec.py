@@ -15,8 +15,9 @@ from typing import Any
 import yaml
 
 from dse.errors import UsageError
+from dse.registry import search_space_class
 from dse.target import Target, load_target
-from dse.workload import GemmWorkload
+from dse.workload import Workload, workload_class
 
 SAMPLERS = ("tpe", "random", "cmaes", "nsga2", "gp", "exhaustive")
 MAXIMIZE = ("tops", "macs_per_cycle", "kernel_efficiency", "peak_tops", "dram_gbps", "balance")
@@ -78,7 +79,7 @@ class Budget:
 class StudySpec:
     name: str
     target: str
-    workloads: tuple[GemmWorkload, ...]
+    workloads: tuple[Workload, ...]
     space: SpaceOverrides
     evaluator: PluginSpec
     sampler: PluginSpec
@@ -271,7 +272,7 @@ def _resolve_path(target: str, source: str) -> str:
     return target
 
 
-def _workloads(r: _Reader, data: dict[str, Any], target: Target) -> tuple[GemmWorkload, ...]:
+def _workloads(r: _Reader, data: dict[str, Any], target: Target) -> tuple[Workload, ...]:
     if ("workload" in data) == ("workloads" in data):
         raise StudyFileError(f"{r.source}: give exactly one of 'workload' (one GEMM) or "
                              "'workloads' (a list, or a grid of shapes/dtypes/b_layouts)")
@@ -284,18 +285,19 @@ def _workloads(r: _Reader, data: dict[str, Any], target: Target) -> tuple[GemmWo
     else:
         grid = r.mapping(data["workloads"], "workloads", ("grid",))
         axes = r.mapping(grid.get("grid", _MISSING), "workloads.grid", keys)
-        lists = {k: r.str_list(axes.get(k, _MISSING) if k != "b_layout" else
-                               axes.get(k, "col"), f"workloads.grid.{k}") for k in keys}
+        lists = {k: [None] if k == "b_layout" and k not in axes  # the kind's default layout
+                 else r.str_list(axes.get(k, _MISSING), f"workloads.grid.{k}") for k in keys}
         items = [(dict(zip(keys, combo, strict=True)), "workloads.grid")
                  for combo in itertools.product(*(lists[k] for k in keys))]
     if not items:
         raise StudyFileError(f"{r.source}: key 'workloads': the list is empty")
+    kind = workload_class(search_space_class(target.space).workload_kind)
     out = []
     for item, key in items:
         try:
-            w = GemmWorkload.parse(r.text(item.get("shape", _MISSING), f"{key}.shape"),
-                                   r.text(item.get("dtype", _MISSING), f"{key}.dtype"),
-                                   item.get("b_layout", "col"))
+            w = kind.parse(r.text(item.get("shape", _MISSING), f"{key}.shape"),
+                           r.text(item.get("dtype", _MISSING), f"{key}.dtype"),
+                           item.get("b_layout"))
         except UsageError as exc:
             raise StudyFileError(f"{r.source}: key '{key}': {exc}") from None
         if w.dtype.name not in target.dtypes:
@@ -306,7 +308,7 @@ def _workloads(r: _Reader, data: dict[str, Any], target: Target) -> tuple[GemmWo
     return tuple(dict.fromkeys(out))
 
 
-def _space(r: _Reader, raw: Any, target: Target, workloads: tuple[GemmWorkload, ...],
+def _space(r: _Reader, raw: Any, target: Target, workloads: tuple[Workload, ...],
            ) -> SpaceOverrides:
     from dse.registry import search_space_class
 

@@ -8,17 +8,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from dse.registry import analytical_model, analytical_spaces
 from dse.results import EvalResult, Status
-from dse.target import Target
-from dse.workload import GemmWorkload
-from evaluators.analytical import cpu_gemm, xdna_gemm
 from evaluators.base import EvalContext
 from search_spaces.base import ConfigBatch, batch_take
 
-ModelFn = Callable[[ConfigBatch, Target, GemmWorkload], dict[str, np.ndarray]]
-
-# One model per search-space family.
-MODELS: dict[str, ModelFn] = {"xdna_gemm": xdna_gemm.score, "cpu_gemm": cpu_gemm.score}
+# One model per search-space family (dse.registry.ANALYTICAL_MODELS):
+# (batch, target, workload) -> metric arrays.
+ModelFn = Callable[[ConfigBatch, Any, Any], dict[str, np.ndarray]]
 
 
 def metrics_row(metrics: dict[str, np.ndarray], i: int) -> dict[str, Any]:
@@ -36,15 +33,17 @@ def metrics_row(metrics: dict[str, np.ndarray], i: int) -> dict[str, Any]:
 
 
 class AnalyticalEvaluator:
-    """The paper's eqs. 1-10 extended with the effects measured on hardware."""
+    """Each space's closed-form model: for XDNA the paper's eqs. 1-10 extended with the effects
+    measured on hardware; for Ascend the pipeline model of the BMM tiling design."""
 
     name: ClassVar[str] = "analytical"
     version: ClassVar[str] = "1"
     fidelity: ClassVar[str] = "analytical"
-    spaces: ClassVar[tuple[str, ...]] = ("xdna_gemm", "cpu_gemm")  # search spaces it can score
+    spaces: ClassVar[tuple[str, ...]] = analytical_spaces()  # search spaces it can score
 
     def score(self, batch: ConfigBatch, ctx: EvalContext) -> dict[str, np.ndarray]:
-        return MODELS[ctx.space.name](batch, ctx.target, ctx.workload)
+        model: ModelFn = analytical_model(ctx.space.name)
+        return model(batch, ctx.target, ctx.workload)
 
     def evaluate(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
         start = time.perf_counter()

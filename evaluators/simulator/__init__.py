@@ -15,8 +15,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from dse.registry import analytical_model
 from dse.results import EvalResult, Status
-from evaluators.analytical import MODELS, metrics_row
+from evaluators.analytical import metrics_row
 from evaluators.base import EvalContext
 from evaluators.simulator.gemm_sim import Plan, Trace, make_plan
 from evaluators.simulator.run import Outcome, simulate
@@ -110,7 +111,7 @@ class SimulatorEvaluator:
         plan = make_plan(one, ctx.target, ctx.workload)
         trace = Trace() if trace_path else None
         outcome = simulate(plan, full=self.full, trace=trace)
-        static = metrics_row(MODELS[ctx.space.name](one, ctx.target, ctx.workload), 0)
+        static = metrics_row(analytical_model(ctx.space.name)(one, ctx.target, ctx.workload), 0)
         if trace is not None and trace_path:
             note = (f"{outcome.rounds_simulated} of {plan.rounds} rounds simulated; the rest "
                     "repeat the steady period" if outcome.rounds_simulated < plan.rounds

@@ -1,0 +1,348 @@
+"""Design space of batched GEMM on Ascend NPUs: every branch of the BMM tiling design, not only
+the one its rules pick.
+
+A config says how the cores split the work (``branch``; ``grid_k`` for StreamK's K split,
+``merge_b0`` for MergeBatch, ``cores`` for leaving cores idle), the tiles at each level (L0:
+``base_m/n/k``; L1: ``single_core_m/n`` and ``k_l1``), buffer depths (``l1_buffers``,
+``l0c_buffers``), the sliding-window snake swizzle (``window``, ``swizzle``), the L2 execution
+groups (``group_m/n`` blocks, 0 for none) and where outputs go (``write_policy``). Parameters a
+branch does not use are neutral (1 or the target's full core count) and checked to be.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+
+from dse.errors import UsageError
+from dse.workload import BatchedGemmWorkload
+from search_spaces.ascend_bmm.geometry import BRANCH, Geometry, geometry
+from search_spaces.ascend_bmm.rules import BRANCHES
+from search_spaces.ascend_bmm.target import FP32_BYTES, AscendTarget
+from search_spaces.ascend_bmm.tiling import rule_config
+from search_spaces.base import ChoiceParam, ConfigBatch, IntParam, Param, SearchSpaceBase
+
+TILES = ("base_m", "base_n", "base_k")
+BLOCKS = ("single_core_m", "single_core_n", "k_l1")
+ENUMERATED_BASES = (16, 32, 64, 96, 128, 176, 256)
+ENUMERATED_BASE_K = (16, 32, 64, 128, 256)
+ENUMERATED_MULTIPLES = (1, 2, 4, 5, 8)
+ENUMERATED_K_MULTIPLES = (1, 2, 4)
+
+
+def _params(target: AscendTarget) -> dict[str, Param]:
+    c = target.cores.cube
+    params: list[Param] = [
+        ChoiceParam("branch", "how the cores split the work (the design's six branches, "
+                    "ASW with and without idle cores)", BRANCHES),
+        IntParam("base_m", "L0 tile rows (multiple of 16)", 16),
+        IntParam("base_n", "L0 tile columns (multiple of 16)", 16),
+        IntParam("base_k", "L0 tile depth (multiple of 16)", 16),
+        IntParam("single_core_m", "rows of a core's output block (whole L0 tiles)", 16),
+        IntParam("single_core_n", "columns of a core's output block (whole L0 tiles)", 16),
+        IntParam("k_l1", "depth of one GM->L1 transfer (whole L0 tiles)", 16),
+        IntParam("l1_buffers", "L1 copies of the block's inputs: 2 (double) or 4 (quad)", 2, 4),
+        IntParam("l0c_buffers", "L0C copies of the output tile: 1 or 2", 1, 2),
+        IntParam("window", "block rows a swizzle window spans (divides the cores)", 1, c),
+        ChoiceParam("swizzle", "which way windows run: m_first (windows of block rows) or "
+                    "n_first (of block columns)", ("m_first", "n_first")),
+        IntParam("group_m", "L2 execution group height in blocks (0: no groups)", 0),
+        IntParam("group_n", "L2 execution group width in blocks (0: no groups)", 0),
+        IntParam("grid_k", "cores sharing one block's K (StreamK; 1 otherwise)", 1, c),
+        IntParam("merge_b0", "batches merged into one tile (MergeBatch; 1 otherwise)", 1),
+        ChoiceParam("write_policy", "outputs through L2 or straight to GM", ("l2", "gm")),
+        IntParam("cores", "Cube cores used", 1, c),
+    ]
+    return {p.name: p for p in params}
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a rule checks: the configs, their decomposition, the target and the workload."""
+
+    batch: ConfigBatch
+    geo: Geometry
+    target: AscendTarget
+    workload: BatchedGemmWorkload
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.batch[name]
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    doc: str
+    check: Any    # Context -> bool array
+    explain: Any  # (Context, i) -> str
+
+
+def _branch_applies(x: Context) -> np.ndarray:
+    w, branch = x.workload, x["branch"]
+    allowed = np.ones(len(branch), dtype=bool)
+    allowed &= (branch != BRANCH["to_matmul"]) | (min(w.batch_count_a, w.batch_count_b) == 1)
+    allowed &= (branch != BRANCH["special"]) | (w.K <= 1)
+    allowed &= ~np.isin(branch, [BRANCH["iter_batch"], BRANCH["merge_batch"]]) | (
+        w.batch_a == w.batch_b)
+    return allowed
+
+
+def _why_branch(x: Context, i: int) -> str:
+    name = BRANCHES[int(x["branch"][i])]
+    return {"to_matmul": "to_matmul folds a side with one batch, and both sides have several",
+            "special": "the vector-core path is for K <= 1",
+            "iter_batch": "iter_batch needs the same batches on both sides (no broadcast)",
+            "merge_batch": "merge_batch needs the same batches on both sides (no broadcast)",
+            }.get(name, f"{name} does not apply")
+
+
+def _neutral(x: Context) -> np.ndarray:
+    branch, c = x["branch"], x.target.cores.cube
+    ok = (x["grid_k"] >= 2) == (branch == BRANCH["stream_k"])
+    ok &= (x["merge_b0"] >= 2) == (branch == BRANCH["merge_batch"])
+    reduced = branch == BRANCH["asw_reduced_cores"]
+    ok &= np.where(reduced, x["cores"] < c, x["cores"] == c)
+    return ok
+
+
+def _why_neutral(x: Context, i: int) -> str:
+    name = BRANCHES[int(x["branch"][i])]
+    return (f"{name}: grid_k >= 2 only with stream_k, merge_b0 >= 2 only with merge_batch, and "
+            f"fewer than {x.target.cores.cube} cores only with asw_reduced_cores (got "
+            f"grid_k={int(x['grid_k'][i])}, merge_b0={int(x['merge_b0'][i])}, "
+            f"cores={int(x['cores'][i])})")
+
+
+def _values(x: Context, names: Sequence[str], i: int) -> str:
+    return ", ".join(f"{n}={int(x[n][i])}" for n in names)
+
+
+def _rules(target: AscendTarget, workload: BatchedGemmWorkload) -> tuple[Rule, ...]:
+    mem, rules, dt = target.memory, target.rules, workload.dtype.in_bytes
+    align = rules.align
+
+    def l1_bytes(x: Context) -> np.ndarray:
+        return x["l1_buffers"] * (x["single_core_m"] + x["single_core_n"]) * x["k_l1"] * dt
+
+    return (
+        Rule("branch_applies", "the branch's preconditions on the shape hold",
+             _branch_applies, _why_branch),
+        Rule("branch_parameters", "StreamK's grid_k, MergeBatch's b0 and idle cores are used "
+             "by their own branch only", _neutral, _why_neutral),
+        Rule("alignment", "tiles are multiples of 16 and blocks whole L0 tiles",
+             lambda x: ((x["base_m"] % align == 0) & (x["base_n"] % align == 0)
+                        & (x["base_k"] % align == 0) & (x["single_core_m"] % x["base_m"] == 0)
+                        & (x["single_core_n"] % x["base_n"] == 0)
+                        & (x["k_l1"] % x["base_k"] == 0)),
+             lambda x, i: "tiles must be multiples of 16 and blocks whole tiles: "
+                          + _values(x, (*TILES, *BLOCKS), i)),
+        Rule("l0c_capacity", "the L0C copies of the output tile fit L0C (FP32)",
+             lambda x: x["base_m"] * x["base_n"] * FP32_BYTES * x["l0c_buffers"]
+             <= mem.l0c_bytes,
+             lambda x, i: f"{int(x['l0c_buffers'][i])} x {int(x['base_m'][i])} x "
+                          f"{int(x['base_n'][i])} x 4 B exceeds L0C ({mem.l0c_bytes:,} B)"),
+        Rule("l0ab_capacity", "two copies of the L0A and L0B tiles fit",
+             lambda x: (2 * x["base_m"] * x["base_k"] * dt <= mem.l0a_bytes)
+             & (2 * x["base_k"] * x["base_n"] * dt <= mem.l0b_bytes),
+             lambda x, i: f"double-buffered L0 tiles {_values(x, TILES, i)} need "
+                          f"{int(2 * x['base_m'][i] * x['base_k'][i] * dt):,} B of L0A and "
+                          f"{int(2 * x['base_k'][i] * x['base_n'][i] * dt):,} B of L0B "
+                          f"({mem.l0a_bytes:,} B each)"),
+        Rule("l1_capacity", "the block's inputs, l1_buffers copies, fit L1",
+             lambda x: l1_bytes(x) <= mem.l1_bytes,
+             lambda x, i: f"{int(x['l1_buffers'][i])} x ({int(x['single_core_m'][i])} + "
+                          f"{int(x['single_core_n'][i])}) x {int(x['k_l1'][i])} x {dt} B = "
+                          f"{int(l1_bytes(x)[i]):,} B exceeds L1 ({mem.l1_bytes:,} B)"),
+        Rule("d_value", f"a GM->L1 run along K is at least {rules.d_value_min_bytes} B "
+             "(or the whole K)",
+             lambda x: (x["k_l1"] * dt >= rules.d_value_min_bytes) | (x["k_l1"] >= workload.K),
+             lambda x, i: f"k_l1={int(x['k_l1'][i])} gives {int(x['k_l1'][i] * dt)} B runs, "
+                          f"below the {rules.d_value_min_bytes} B that keeps GM bandwidth"),
+        Rule("within_problem", "tiles no larger than the (16-aligned) problem",
+             lambda x: ((x["single_core_m"] < x.geo.m + x["base_m"])
+                        & (x["single_core_n"] < x.geo.n + x["base_n"])
+                        & (x["k_l1"] < x.geo.k_seg + x["base_k"])),
+             lambda x, i: f"a block larger than the problem by a whole tile: "
+                          f"{_values(x, BLOCKS, i)} for {int(x.geo.m[i])} x {int(x.geo.n[i])}"
+                          f" x {int(x.geo.k_seg[i])} per core"),
+        Rule("merge_fits_l0c", "MergeBatch: the merged output block, double-buffered, fits L0C",
+             lambda x: (x["branch"] != BRANCH["merge_batch"])
+             | (2 * x.geo.m * x.geo.n * FP32_BYTES <= mem.l0c_bytes),
+             lambda x, i: f"merging {int(x['merge_b0'][i])} batches makes a "
+                          f"{int(x.geo.m[i])} x {int(x.geo.n[i])} output, over half of L0C"),
+        Rule("stream_k_segments", "StreamK: each core's K segment is a whole transfer of at "
+             f"least {rules.d_value_min_bytes} B",
+             lambda x: (x["branch"] != BRANCH["stream_k"])
+             | ((x.geo.k_seg >= x["k_l1"]) & (x.geo.k_seg * dt >= rules.d_value_min_bytes)),
+             lambda x, i: f"grid_k={int(x['grid_k'][i])} leaves {int(x.geo.k_seg[i])} of K "
+                          "a core, less than one transfer"),
+        Rule("swizzle_window", "the window divides the cores and spans at most the block rows",
+             lambda x: (x["cores"] % x["window"] == 0) & (x["window"] <= np.maximum(
+                 np.where(x["swizzle"] == 0, x.geo.m_cnt, x.geo.n_cnt), 1)),
+             lambda x, i: f"window={int(x['window'][i])} must divide cores="
+                          f"{int(x['cores'][i])} and not exceed the blocks it spans"),
+        Rule("l2_groups", "an L2 group is at most the block grid (and 0 only with 0)",
+             lambda x: ((x["group_m"] == 0) == (x["group_n"] == 0))
+             & (x["group_m"] <= x.geo.m_cnt) & (x["group_n"] <= x.geo.n_cnt),
+             lambda x, i: f"group {int(x['group_m'][i])} x {int(x['group_n'][i])} blocks for "
+                          f"a {int(x.geo.m_cnt[i])} x {int(x.geo.n_cnt[i])} block grid"),
+    )
+
+
+class AscendBmmSpace(SearchSpaceBase):
+    """Every branch's tiling of a batched GEMM on one Ascend target."""
+
+    name = "ascend_bmm"
+    workload_kind = "bmm"
+
+    def __init__(self, target: AscendTarget, workload: BatchedGemmWorkload,
+                 extra_constraints: Sequence[str] = ()) -> None:
+        if workload.dtype.name not in target.dtypes:
+            raise UsageError(f"dtype {workload.dtype.name!r} is not supported on {target.name}; "
+                             f"valid: {', '.join(target.dtypes)}")
+        if extra_constraints:
+            raise UsageError(f"unknown constraint {extra_constraints[0]!r}; the ascend_bmm "
+                             "space has no optional constraints")
+        self.target, self.workload = target, workload
+        self._params = _params(target)
+        self.constraints = _rules(target, workload)
+        self._defaults = rule_config(target, workload)
+
+    def defaults(self) -> dict[str, Any]:
+        """The configuration the design's rules pick (every parameter has a default)."""
+        return dict(self._defaults)
+
+    def _context(self, batch: ConfigBatch) -> Context:
+        geo = geometry(batch, self.workload, self.target.cores.cube,
+                       self.workload.dtype.in_bytes)
+        return Context(batch, geo, self.target, self.workload)
+
+    def _domain(self, name: str) -> list[Any]:
+        param = self._params[name]
+        if isinstance(param, ChoiceParam):
+            return list(param.choices)
+        c = self.target.cores.cube
+        if name == "window":
+            return [d for d in range(1, c + 1) if c % d == 0]
+        if name in ("grid_k", "cores"):
+            return sorted({1, 2, 4, 8, 16, c})
+        return {"l1_buffers": [2, 4], "l0c_buffers": [1, 2], "merge_b0": [1, 2, 4, 8],
+                "group_m": [0, 1, 2, 4, 8], "group_n": [0, 1, 2, 4, 8]}.get(name, [])
+
+    def chunks(self, fix: Mapping[str, Any] | None = None,
+               free: Iterable[str] = ()) -> Iterator[tuple[ConfigBatch, int]]:
+        """Per branch (the rules' choice first): L0 tiles from a ladder of sizes, blocks and
+        k_l1 as whole multiples of them; other parameters at the rules' values unless fixed or
+        listed in ``free``."""
+        fixed = self.parse(fix or {})
+        free = list(free)
+        for name in free:
+            if name not in self._params:
+                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
+            if name in fixed:
+                raise UsageError(f"parameter {name!r} is both fixed and free")
+        base = {**self._defaults, **fixed}
+        first = base["branch"]
+        branches = [first, *(b for b in BRANCHES if b != first)]
+        if "branch" in fixed:
+            branches = [fixed["branch"]]
+        others = [p for p in self._params if p not in (*TILES, *BLOCKS, "branch")]
+        for branch in branches:
+            neutral = self._branch_neutral(branch, base)
+            choices = [self._domain(p) if p in free else [neutral[p]] for p in others]
+            tiles = [[fixed[t]] if t in fixed else list(
+                ENUMERATED_BASE_K if t == "base_k" else ENUMERATED_BASES) for t in TILES]
+            configs = []
+            for bm, bn, bk in itertools.product(*tiles):
+                for sm, sn, kk in itertools.product(ENUMERATED_MULTIPLES, ENUMERATED_MULTIPLES,
+                                                    ENUMERATED_K_MULTIPLES):
+                    block = {"single_core_m": fixed.get("single_core_m", bm * sm),
+                             "single_core_n": fixed.get("single_core_n", bn * sn),
+                             "k_l1": fixed.get("k_l1", bk * kk)}
+                    for combo in itertools.product(*choices):
+                        configs.append({"branch": branch, "base_m": bm, "base_n": bn,
+                                        "base_k": bk, **block,
+                                        **dict(zip(others, combo, strict=True))})
+            batch = self.encode([{n: c[n] for n in self._params} for c in configs])
+            yield batch, len(configs)
+
+    def _branch_neutral(self, branch: str, base: Mapping[str, Any]) -> dict[str, Any]:
+        """``base`` with the branch-only parameters set as ``branch`` needs them."""
+        out = dict(base)
+        c = self.target.cores.cube
+        out["grid_k"] = max(2, base["grid_k"]) if branch == "stream_k" else 1
+        out["merge_b0"] = max(2, base["merge_b0"]) if branch == "merge_batch" else 1
+        out["cores"] = (min(base["cores"], c - 1) if branch == "asw_reduced_cores" else c)
+        out["window"] = min(base["window"], out["cores"])
+        while out["cores"] % out["window"]:
+            out["window"] -= 1
+        return out
+
+    def n_chunks(self, free: Iterable[str] = ()) -> int:
+        return len(BRANCHES)
+
+    def optuna_encoding(self, fix: Mapping[str, Any], free: Sequence[str],
+                        ranges: Mapping[str, tuple[int, int]]) -> AscendEncoding:
+        return AscendEncoding(self, self.parse(fix), ranges)
+
+
+class AscendEncoding:
+    """Every parameter sampled (tiles as multiples of 16, blocks as multiples of tiles); the
+    ones a branch does not use are set neutral after sampling."""
+
+    def __init__(self, space: AscendBmmSpace, fix: Mapping[str, Any],
+                 ranges: Mapping[str, tuple[int, int]]) -> None:
+        self._space, self._fix = space, dict(fix)
+        c = space.target.cores.cube
+        dims: dict[str, BaseDistribution] = {
+            "branch": CategoricalDistribution(tuple(_applicable(space))),
+            "base_m_16": IntDistribution(1, 32), "base_n_16": IntDistribution(1, 32),
+            "base_k_16": IntDistribution(1, 16),
+            "single_core_m_x": IntDistribution(1, 16), "single_core_n_x": IntDistribution(1, 16),
+            "k_l1_x": IntDistribution(1, 16),
+            "l1_buffers": CategoricalDistribution((2, 4)),
+            "l0c_buffers": CategoricalDistribution((1, 2)),
+            "window": CategoricalDistribution(tuple(d for d in range(1, c + 1) if c % d == 0)),
+            "swizzle": CategoricalDistribution(("m_first", "n_first")),
+            "group_m": IntDistribution(0, 16), "group_n": IntDistribution(0, 16),
+            "grid_k": IntDistribution(2, c), "merge_b0": IntDistribution(2, 16),
+            "write_policy": CategoricalDistribution(("l2", "gm")),
+            "cores": IntDistribution(1, c - 1)}
+        for name, (lo, hi) in ranges.items():
+            if name in dims and isinstance(dims[name], IntDistribution):
+                dims[name] = IntDistribution(lo, hi)
+        self._dists = {k: v for k, v in dims.items() if k.rsplit("_", 1)[0] not in fix
+                       and k not in fix}
+
+    def distributions(self) -> dict[str, BaseDistribution]:
+        return dict(self._dists)
+
+    def decode(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
+        s = self._space
+        config = {**s.defaults(), **{k: v for k, v in sampled.items() if k in s.params()}}
+        for tile in TILES:
+            if f"{tile}_16" in sampled:
+                config[tile] = 16 * int(sampled[f"{tile}_16"])
+        for block, tile in zip(BLOCKS, TILES, strict=True):
+            if f"{block}_x" in sampled:
+                config[block] = config[tile] * int(sampled[f"{block}_x"])
+        if config["group_m"] == 0 or config["group_n"] == 0:
+            config["group_m"] = config["group_n"] = 0
+        config.update(self._fix)
+        neutral = s._branch_neutral(config["branch"], config)
+        for name in ("grid_k", "merge_b0", "cores", "window"):
+            if name not in self._fix:
+                config[name] = neutral[name]
+        return {name: config[name] for name in s.params()}
+
+
+def _applicable(space: AscendBmmSpace) -> list[str]:
+    """The branches whose preconditions the workload meets."""
+    batch = space.encode([{**space.defaults(), "branch": b} for b in BRANCHES])
+    ok = _branch_applies(space._context(batch))
+    return [b for b, good in zip(BRANCHES, ok, strict=True) if good]

@@ -1,0 +1,139 @@
+"""The Ascend target: chip constants and bandwidth rules of thumb (``dse/targets/ascend-*.toml``)
+and the quantities the branch rules derive from them."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dse.dtypes import DTYPE_PAIRS
+from dse.errors import TargetFileError
+from dse.target import _build, _check_keys, digest_of
+
+FP32_BYTES = 4  # L0C accumulates in FP32; StreamK partial sums are FP32
+
+
+@dataclass(frozen=True)
+class Cores:
+    cube: int
+    vector: int
+    clock_hz: float
+
+
+@dataclass(frozen=True)
+class Compute:
+    cube_peak_flops: float
+    cube_sustained_flops: float
+    vector_fp32_per_cycle: float
+
+
+@dataclass(frozen=True)
+class Memory:
+    l1_bytes: int
+    l0a_bytes: int
+    l0b_bytes: int
+    l0c_bytes: int
+    l2_bytes: int
+    ub_bytes: int
+
+
+@dataclass(frozen=True)
+class Bandwidth:
+    l2_bytes_per_s: float
+    gm_bytes_per_s: float
+    gm_workspace_bytes_per_s: float
+    l1_to_l0_bytes_per_cycle: float
+
+
+@dataclass(frozen=True)
+class Rules:
+    min_cores: int
+    min_bytes_per_core: int
+    min_tile_bytes: int
+    d_value_min_bytes: int
+    d_value_good_bytes: int
+    d_value_max_bytes: int
+    align: int
+    transpose_conflict_max: int
+
+
+@dataclass(frozen=True)
+class Overheads:
+    dma_command_s: float
+
+
+@dataclass(frozen=True)
+class AscendTarget:
+    """An Ascend NPU as the batched-GEMM tiling design sees it."""
+
+    name: str
+    description: str
+    space: str
+    dtypes: tuple[str, ...]
+    cores: Cores
+    compute: Compute
+    memory: Memory
+    bandwidth: Bandwidth
+    rules: Rules
+    overheads: Overheads
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.pop("source")
+        data["dtypes"] = list(self.dtypes)
+        return data
+
+    def digest(self) -> str:
+        return digest_of(self.to_dict())
+
+    # --- derived quantities, named as in the design note -----------------------------------
+    @property
+    def q16(self) -> float:
+        """One Cube core's 16-bit peak (FLOP/s)."""
+        return self.compute.cube_peak_flops / self.cores.cube
+
+    @property
+    def q_aiv(self) -> float:
+        """All vector cores' FP32 summation rate (elements/s)."""
+        return self.cores.vector * self.compute.vector_fp32_per_cycle * self.cores.clock_hz
+
+    def r16(self, element_bytes: int = 2) -> float:
+        """Balance intensity: Cube peak over GM bandwidth in elements (FLOP per element)."""
+        return self.compute.cube_peak_flops / (self.bandwidth.gm_bytes_per_s / element_bytes)
+
+    def theta_c(self, l2_bytes_per_s: float | None = None) -> float:
+        """StreamK's compute-bound K threshold unit: Q16/2 * (8 B / W_L2 + 1 / Q_AIV)."""
+        bw = l2_bytes_per_s or self.bandwidth.l2_bytes_per_s
+        return self.q16 / 2 * (2 * FP32_BYTES / bw + 1 / self.q_aiv)
+
+    @property
+    def swizzle_window(self) -> int:
+        """W: the largest divisor of C not above sqrt(C) (the squarest window of one wave)."""
+        c = self.cores.cube
+        return max(d for d in range(1, math.isqrt(c) + 1) if c % d == 0)
+
+    def with_values(self, **sections: Mapping[str, Any]) -> AscendTarget:
+        """A copy with some constants changed, e.g. ``bandwidth={"gm_bytes_per_s": 2e12}``."""
+        changes = {name: dataclasses.replace(getattr(self, name), **values)
+                   for name, values in sections.items()}
+        return dataclasses.replace(self, **changes)
+
+
+def ascend_target_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> AscendTarget:
+    """Validate a parsed Ascend target table and build the :class:`AscendTarget`."""
+    names = {f.name for f in dataclasses.fields(AscendTarget)} - {"source"}
+    _check_keys(raw, names, source, "")
+    dtypes = raw["dtypes"]
+    if not isinstance(dtypes, list) or not dtypes or any(d not in DTYPE_PAIRS for d in dtypes):
+        raise TargetFileError(f"{source}: key 'dtypes': expected a list of dtype pairs from "
+                              f"{', '.join(DTYPE_PAIRS)}")
+    hints = typing.get_type_hints(AscendTarget)
+    sections = {name: _build(hints[name], raw[name], source, name)
+                for name in ("cores", "compute", "memory", "bandwidth", "rules", "overheads")}
+    return AscendTarget(name=str(raw["name"]), description=str(raw["description"]),
+                        space=str(raw["space"]), dtypes=tuple(dtypes), source=source, **sections)
