@@ -17,7 +17,7 @@ from dse.errors import DseError, UsageError
 from dse.formatting import key_values, table
 from dse.paper_strategy import paper_strategy
 from dse.problem import build_context, build_evaluator
-from dse.registry import evaluator_names
+from dse.registry import command_adders, evaluator_names
 from dse.results import EvalResult, Status
 from dse.search import SearchOutcome, exhaustive
 from dse.study_cli import add_study_commands
@@ -267,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     tg = sub.add_parser("targets", help="list the shipped targets")
     tg.add_argument("--json", action="store_true")
     tg.set_defaults(func=cmd_targets)
+    for add_commands in command_adders():  # target families' own commands (dse ascend ...)
+        add_commands(sub)
     return parser
 
 

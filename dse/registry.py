@@ -3,8 +3,8 @@
 A user package adds a target family without touching dse by declaring entry points whose value
 is ``module:attribute``: its search space (``dse.search_spaces``), the loader of its target
 files if they have a schema of their own (``dse.target_schemas``, keyed by the target file's
-``space``), its analytical model (``dse.analytical_models``, keyed by space) and any other
-evaluator (``dse.evaluators``).
+``space``), its analytical model (``dse.analytical_models``, keyed by space), any other
+evaluator (``dse.evaluators``) and commands of its own (``dse.commands``).
 """
 
 from __future__ import annotations
@@ -63,6 +63,18 @@ def search_space_class(name: str) -> Any:
 def evaluator_class(name: str) -> Any:
     """The evaluator class registered as ``name``."""
     return _load("evaluator", name, EVALUATORS, "dse.evaluators")
+
+
+# Command groups a target family adds to the CLI: name -> "module:function(subparsers)".
+COMMANDS: dict[str, str] = {
+    "ascend": "search_spaces.ascend_bmm.cli:add_commands",
+}
+
+
+def command_adders() -> list[Any]:
+    """The functions that add each family's commands to the ``dse`` parser."""
+    registry = _registry(COMMANDS, "dse.commands")
+    return [_load("command group", name, COMMANDS, "dse.commands") for name in sorted(registry)]
 
 
 def target_schema(space: str) -> Any | None:

@@ -200,7 +200,7 @@ def score(batch: ConfigBatch, target: AscendTarget, w: BatchedGemmWorkload
         "l2_traffic_bytes": l2_bytes,
         "r_in": (gm_a + gm_b) / s_in,
         "gm_efficiency": efficiency,
-        "cores": geo.cores,
+        "cores": geo.cores.astype(np.int64),
         "waves": geo.waves,
         "padding_ratio": geo.waste - 1.0,
         "wave_efficiency": geo.blocks / (geo.waves * geo.cores),

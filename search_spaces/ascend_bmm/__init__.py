@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 
 from dse.errors import UsageError
 from dse.workload import BatchedGemmWorkload
@@ -292,52 +292,93 @@ class AscendBmmSpace(SearchSpaceBase):
 
 
 class AscendEncoding:
-    """Every parameter sampled (tiles as multiples of 16, blocks as multiples of tiles); the
-    ones a branch does not use are set neutral after sampling."""
+    """Samples the branch and its own parameters, then the tiles level by level inside what the
+    levels above leave: each tile size is a fraction of its feasible range (L0C, L0A/L0B and
+    L1 capacity, the problem's size, the 128 B run), so almost every sample is feasible. The
+    parameters a branch does not use are set neutral."""
+
+    FRACTIONS = ("base_m", "base_n", "base_k", "single_core_m", "single_core_n", "k_l1",
+                 "window", "group_m", "group_n", "grid_k", "merge_b0", "cores")
 
     def __init__(self, space: AscendBmmSpace, fix: Mapping[str, Any],
                  ranges: Mapping[str, tuple[int, int]]) -> None:
-        self._space, self._fix = space, dict(fix)
-        c = space.target.cores.cube
+        self._space, self._fix, self._ranges = space, dict(fix), dict(ranges)
         dims: dict[str, BaseDistribution] = {
             "branch": CategoricalDistribution(tuple(_applicable(space))),
-            "base_m_16": IntDistribution(1, 32), "base_n_16": IntDistribution(1, 32),
-            "base_k_16": IntDistribution(1, 16),
-            "single_core_m_x": IntDistribution(1, 16), "single_core_n_x": IntDistribution(1, 16),
-            "k_l1_x": IntDistribution(1, 16),
             "l1_buffers": CategoricalDistribution((2, 4)),
             "l0c_buffers": CategoricalDistribution((1, 2)),
-            "window": CategoricalDistribution(tuple(d for d in range(1, c + 1) if c % d == 0)),
             "swizzle": CategoricalDistribution(("m_first", "n_first")),
-            "group_m": IntDistribution(0, 16), "group_n": IntDistribution(0, 16),
-            "grid_k": IntDistribution(2, c), "merge_b0": IntDistribution(2, 16),
             "write_policy": CategoricalDistribution(("l2", "gm")),
-            "cores": IntDistribution(1, c - 1)}
-        for name, (lo, hi) in ranges.items():
-            if name in dims and isinstance(dims[name], IntDistribution):
-                dims[name] = IntDistribution(lo, hi)
-        self._dists = {k: v for k, v in dims.items() if k.rsplit("_", 1)[0] not in fix
-                       and k not in fix}
+            "use_groups": CategoricalDistribution((False, True)),
+            **{f"{name}_fraction": FloatDistribution(0.0, 1.0) for name in self.FRACTIONS}}
+        self._dists = {k: v for k, v in dims.items()
+                       if k.removesuffix("_fraction") not in fix and k not in fix}
 
     def distributions(self) -> dict[str, BaseDistribution]:
         return dict(self._dists)
 
+    def _pick(self, name: str, sampled: Mapping[str, Any], low: float, high: float,
+              step: int = 1) -> int:
+        """A multiple of ``step`` in [low, high] (inside the study's range for ``name``) at the
+        sampled fraction of the way up."""
+        if name in self._fix:
+            return int(self._fix[name])
+        lo_r, hi_r = self._ranges.get(name, (low, high))
+        low, high = max(low, lo_r), min(high, hi_r)
+        lo, hi = int(np.ceil(low / step)), max(int(np.ceil(low / step)), int(high // step))
+        fraction = float(sampled.get(f"{name}_fraction", 0.0))
+        return step * min(hi, lo + int(fraction * (hi - lo + 1)))
+
     def decode(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
         s = self._space
-        config = {**s.defaults(), **{k: v for k, v in sampled.items() if k in s.params()}}
-        for tile in TILES:
-            if f"{tile}_16" in sampled:
-                config[tile] = 16 * int(sampled[f"{tile}_16"])
-        for block, tile in zip(BLOCKS, TILES, strict=True):
-            if f"{block}_x" in sampled:
-                config[block] = config[tile] * int(sampled[f"{block}_x"])
-        if config["group_m"] == 0 or config["group_n"] == 0:
+        t, w, mem = s.target, s.workload, s.target.memory
+        c, dt = t.cores.cube, w.dtype.in_bytes
+        config = {**s.defaults(),
+                  **{k: v for k, v in sampled.items() if k in s.params()}, **self._fix}
+        branch = config["branch"]
+        config["merge_b0"] = (self._pick("merge_b0", sampled, 2, max(2, w.batch // c))
+                              if branch == "merge_batch" else 1)
+        config["grid_k"] = (self._pick("grid_k", sampled, 2, c) if branch == "stream_k" else 1)
+        config["cores"] = (self._pick("cores", sampled, 1, c - 1)
+                           if branch == "asw_reduced_cores" else c)
+        one = s._context(s.encode([{**config, "single_core_m": 16, "single_core_n": 16,
+                                    "base_m": 16, "base_n": 16}])).geo
+        m16, n16 = np.ceil(one.m[0] / 16) * 16, np.ceil(one.n[0] / 16) * 16
+        k16 = np.ceil(one.k_seg[0] / 16) * 16
+        area = mem.l0c_bytes / (FP32_BYTES * config["l0c_buffers"])
+        config["base_m"] = self._pick("base_m", sampled, 16, min(m16, area / 16), 16)
+        config["base_n"] = self._pick("base_n", sampled, 16, min(n16, area / config["base_m"]),
+                                      16)
+        config["base_k"] = self._pick("base_k", sampled, 16, min(
+            k16, mem.l0a_bytes / (2 * config["base_m"] * dt),
+            mem.l0b_bytes / (2 * config["base_n"] * dt)), 16)
+        run = min(k16, np.ceil(t.rules.d_value_min_bytes / dt / config["base_k"])
+                  * config["base_k"])
+        widest = mem.l1_bytes / (config["l1_buffers"] * run * dt)  # single_core_m + _n
+        config["single_core_m"] = self._pick(
+            "single_core_m", sampled, config["base_m"],
+            max(config["base_m"], min(np.ceil(m16 / config["base_m"]) * config["base_m"],
+                                      widest - config["base_n"])), config["base_m"])
+        config["single_core_n"] = self._pick(
+            "single_core_n", sampled, config["base_n"],
+            max(config["base_n"], min(np.ceil(n16 / config["base_n"]) * config["base_n"],
+                                      widest - config["single_core_m"])), config["base_n"])
+        deepest = mem.l1_bytes / (config["l1_buffers"] * dt
+                                  * (config["single_core_m"] + config["single_core_n"]))
+        config["k_l1"] = self._pick("k_l1", sampled, run, max(run, min(
+            np.ceil(k16 / config["base_k"]) * config["base_k"], deepest)), config["base_k"])
+        m_cnt = int(np.ceil(one.m[0] / config["single_core_m"]))
+        n_cnt = int(np.ceil(one.n[0] / config["single_core_n"]))
+        along = m_cnt if config["swizzle"] == "m_first" else n_cnt
+        windows = [d for d in range(1, config["cores"] + 1)
+                   if config["cores"] % d == 0 and d <= max(along, 1)]
+        config["window"] = (int(self._fix["window"]) if "window" in self._fix else windows[
+            min(len(windows) - 1, int(float(sampled.get("window_fraction", 0)) * len(windows)))])
+        if sampled.get("use_groups", False) and "group_m" not in self._fix:
+            config["group_m"] = self._pick("group_m", sampled, 1, m_cnt)
+            config["group_n"] = self._pick("group_n", sampled, 1, n_cnt)
+        elif "group_m" not in self._fix:
             config["group_m"] = config["group_n"] = 0
-        config.update(self._fix)
-        neutral = s._branch_neutral(config["branch"], config)
-        for name in ("grid_k", "merge_b0", "cores", "window"):
-            if name not in self._fix:
-                config[name] = neutral[name]
         return {name: config[name] for name in s.params()}
 
 

@@ -151,8 +151,10 @@ def base_tile(target: AscendTarget, aspect: float = 1.0, in_bytes: int = 2,
     ``aspect`` = M / N, multiples of 16; BaseK from L0A / L0B (double-buffered)."""
     align, mem = target.rules.align, target.memory
     area = mem.l0c_bytes / (buffers * FP32_BYTES)
-    base_m = max(align, int(floor_to(math.sqrt(area * aspect), align)))
-    base_n = max(align, int(floor_to(area / base_m, align)))
+    tallest = int(floor_to(mem.l0a_bytes / (2 * align * in_bytes), align))  # with BaseK = 16
+    widest = int(floor_to(mem.l0b_bytes / (2 * align * in_bytes), align))
+    base_m = min(tallest, max(align, int(floor_to(math.sqrt(area * aspect), align))))
+    base_n = min(widest, max(align, int(floor_to(area / base_m, align))))
     base_k = int(floor_to(min(mem.l0a_bytes / (2 * base_m * in_bytes),
                               mem.l0b_bytes / (2 * base_n * in_bytes)), align))
     return base_m, base_n, max(align, base_k)
@@ -179,28 +181,34 @@ def asw_tiling(target: AscendTarget, batch: int, m: int, k: int, n: int,
     like the output, in whole L0 tiles; k_L1 as large as L1 allows, at most K and the 512 B run
     that stops paying, in whole L0 tiles."""
     c, align, rules = target.cores.cube, target.rules.align, target.rules
-    base_m, base_n, base_k = base_tile(target, 1.0 if m == n else m / n, in_bytes)
-    base_m, base_n = min(base_m, int(ceil_to(m, align))), min(base_n, int(ceil_to(n, align)))
     widest = target.memory.l1_bytes / (2 * rules.d_value_min_bytes)  # single_m + single_n
     need = -(-c // batch)
     m_cnt, n_cnt = 1, 1
-    while True:
-        single_m = max(base_m, -(-m // m_cnt) // base_m * base_m)
-        single_n = max(base_n, -(-n // n_cnt) // base_n * base_n)
-        if m_cnt * n_cnt >= need and single_m + single_n <= widest:
-            break
-        if single_m + single_n <= 2 * max(base_m, base_n):
-            break  # as small as blocks get
+    while (m_cnt * n_cnt < need or -(-m // m_cnt) + -(-n // n_cnt) > widest) and (
+            m > m_cnt * align or n > n_cnt * align):
         if m / m_cnt >= n / n_cnt:  # split the longer side of the block first
             m_cnt += 1
         else:
             n_cnt += 1
+    block_m, block_n = -(-m // m_cnt), -(-n // n_cnt)
+    base_m, base_n, base_k = base_tile(target, block_m / block_n, in_bytes)
+    base_m = min(base_m, int(ceil_to(block_m, align)))
+    base_n = min(base_n, int(ceil_to(block_n, align)))
+    # whole L0 tiles, rounded down as the design does (a block of 1024 with 176-tiles is 880)
+    single_m = max(base_m, block_m // base_m * base_m)
+    single_n = max(base_n, block_n // base_n * base_n)
     k_l1 = target.memory.l1_bytes / (2 * (single_m + single_n) * in_bytes)
     k_l1 = int(floor_to(min(k_l1, ceil_to(k, align), rules.d_value_max_bytes / in_bytes), align))
     k_l1 = max(align, k_l1)
-    base_k = min(base_k, k_l1)
-    return AswTiling(base_m, base_n, base_k, single_m, single_n, int(floor_to(k_l1, base_k)),
-                     -(-m // single_m), -(-n // single_n))
+    return AswTiling(base_m, base_n, dividing_tile(k_l1, base_k, align), single_m, single_n,
+                     k_l1, -(-m // single_m), -(-n // single_n))
+
+
+def dividing_tile(length: int, most: int, align: int = 16) -> int:
+    """The largest multiple of ``align`` up to ``most`` that divides ``length`` (a multiple of
+    ``align``): an L0 tile that cuts an L1 transfer into whole tiles."""
+    return next(t for t in range(min(most, length) // align * align, 0, -align)
+                if length % t == 0)
 
 
 def snake_order(cores: int, window: int, m_blocks: int, n_blocks: int) -> np.ndarray:

@@ -15,10 +15,11 @@ from search_spaces.ascend_bmm.rules import (
     base_tile,
     ceil_to,
     classify,
+    dividing_tile,
     floor_to,
     l2_plan,
 )
-from search_spaces.ascend_bmm.target import FP32_BYTES, AscendTarget
+from search_spaces.ascend_bmm.target import AscendTarget
 
 
 def rule_decision(target: AscendTarget, workload: BatchedGemmWorkload) -> dict[str, Any]:
@@ -55,7 +56,7 @@ def rule_config(target: AscendTarget, workload: BatchedGemmWorkload) -> dict[str
         config["merge_b0"] = b0
         m, n, batches = b0 * w.M, b0 * w.N, -(-w.batch // b0)
     if branch in ("iter_batch", "merge_batch"):
-        config.update(_whole_batch_tiles(target, m, w.K, n, dt, decision))
+        config.update(_whole_batch_tiles(target, m, w.K, n, dt))
     elif branch == "asw_reduced_cores" or branch == "stream_k":
         config.update(_l0c_blocks(target, batches, m, w.K, n, dt, decision))
     else:
@@ -84,29 +85,13 @@ def rule_config(target: AscendTarget, workload: BatchedGemmWorkload) -> dict[str
     return config
 
 
-def _whole_batch_tiles(target: AscendTarget, m: int, k: int, n: int, dt: int,
-                       decision: dict[str, Any]) -> dict[str, Any]:
-    """IterBatch / MergeBatch: a core owns whole (merged) batches; L0 tiles cover the output
-    if L0C allows, else the smaller side whole; k_L1 from the L1 residency form."""
-    mem, align = target.memory, target.rules.align
-    buffers = 2 if decision.get("iter_form") in (None, "b", "c", "d") else 1
-    m16, n16 = int(ceil_to(m, align)), int(ceil_to(n, align))
-    area = mem.l0c_bytes // (buffers * FP32_BYTES)
-    if m16 * n16 <= area:
-        base_m, base_n = m16, n16
-    elif m16 < n16:
-        base_m, base_n = m16, max(align, int(floor_to(area // m16, align)))
-    else:
-        base_m, base_n = max(align, int(floor_to(area // n16, align))), n16
-    base_k = int(floor_to(min(mem.l0a_bytes / (2 * base_m * dt),
-                              mem.l0b_bytes / (2 * base_n * dt)), align))
-    base_k = max(align, min(base_k, int(ceil_to(k, align))))
-    single_m, single_n = int(ceil_to(m, base_m)), int(ceil_to(n, base_n))
-    k_l1 = mem.l1_bytes / (2 * (single_m + single_n) * dt)
-    k_l1 = min(k_l1, ceil_to(k, align), max(target.rules.d_value_max_bytes / dt, base_k))
-    k_l1 = max(base_k, int(floor_to(k_l1, base_k)))
-    return {"base_m": base_m, "base_n": base_n, "base_k": base_k, "single_core_m": single_m,
-            "single_core_n": single_n, "k_l1": k_l1, "l0c_buffers": buffers}
+def _whole_batch_tiles(target: AscendTarget, m: int, k: int, n: int, dt: int) -> dict[str, Any]:
+    """IterBatch / MergeBatch: a core owns whole (merged) batches, so its block is the whole
+    output unless L1 cannot then hold 128 B runs along K; L0 tiles fill L0C."""
+    tiling = asw_tiling(target, target.cores.cube, m, k, n, dt)  # one block a batch suffices
+    return {"base_m": tiling.base_m, "base_n": tiling.base_n, "base_k": tiling.base_k,
+            "single_core_m": tiling.single_core_m, "single_core_n": tiling.single_core_n,
+            "k_l1": tiling.k_l1}
 
 
 def _l0c_blocks(target: AscendTarget, batches: int, m: int, k: int, n: int, dt: int,
@@ -125,9 +110,9 @@ def _l0c_blocks(target: AscendTarget, batches: int, m: int, k: int, n: int, dt: 
         cores = min(cores, target.cores.cube - 1)
     k_seg = -(-k // grid_k)
     k_l1 = mem.l1_bytes / (2 * (base_m + base_n) * dt)
-    k_l1 = min(k_l1, ceil_to(k_seg, align), target.rules.d_value_max_bytes / dt)
-    base_k = max(align, min(base_k, int(floor_to(k_l1, align))))
-    k_l1 = max(base_k, int(floor_to(k_l1, base_k)))
+    k_l1 = max(align, int(floor_to(min(k_l1, ceil_to(k_seg, align),
+                                       target.rules.d_value_max_bytes / dt), align)))
+    base_k = dividing_tile(k_l1, base_k, align)
     return {"base_m": base_m, "base_n": base_n, "base_k": base_k, "single_core_m": base_m,
             "single_core_n": base_n, "k_l1": k_l1, "l0c_buffers": 1, "grid_k": grid_k,
             "cores": max(1, cores)}

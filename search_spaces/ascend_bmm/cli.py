@@ -1,0 +1,119 @@
+"""``dse ascend ...``: the BMM tiling design's rule-based classifier as a tool.
+
+``dse ascend classify --shape BxMxKxN --dtype bf16 [--json]`` names the branch the rules pick and
+the numbers behind it; ``dse ascend sweep`` classifies the design's coverage grid (every batch
+1..2048 by 60 log-spaced values of M, N and K) and reports each branch's share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from dse.formatting import key_values, table
+from dse.target import load_target
+from dse.workload import BatchedGemmWorkload
+from search_spaces.ascend_bmm.rules import BRANCHES, ITER_FORMS, classify
+from search_spaces.ascend_bmm.tiling import rule_config, rule_decision
+
+TARGET = "ascend-950pr"
+
+
+def log_grid(points: int = 60, top: int = 10240) -> np.ndarray:
+    """The design's sampling of M, N and K: ``points`` log-spaced values in [1, top], rounded,
+    duplicates dropped (60 give 54 values; with every batch 1..2048, 322 million shapes)."""
+    return np.unique(np.round(np.geomspace(1, top, points)).astype(np.int64))
+
+
+def sweep(target: Any, batches: np.ndarray, values: np.ndarray, in_bytes: int = 2,
+          out_bytes: int = 2, progress: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
+    """Shape counts per branch and per IterBatch form over ``batches`` x ``values``^3, and the
+    seconds it took; one batch value at a time (54^3 shapes) keeps memory small."""
+    m, k, n = (g.ravel() for g in np.meshgrid(values, values, values, indexing="ij"))
+    branch_counts = np.zeros(len(BRANCHES), dtype=np.int64)
+    form_counts = np.zeros(len(ITER_FORMS), dtype=np.int64)
+    start = time.perf_counter()
+    for i, b in enumerate(batches):
+        out = classify(target, b, b, m, k, n, in_bytes, out_bytes)
+        branch_counts += np.bincount(out["branch"], minlength=len(BRANCHES))
+        forms = out["iter_form"][out["iter_form"] >= 0]
+        form_counts += np.bincount(forms, minlength=len(ITER_FORMS))
+        if progress and (i + 1) % 64 == 0:
+            done = (i + 1) * len(m)
+            print(f"\r{done:,} shapes classified ({done / (time.perf_counter() - start):,.0f}"
+                  "/s)", end="", file=sys.stderr, flush=True)
+    if progress:
+        print(file=sys.stderr)
+    return branch_counts, form_counts, time.perf_counter() - start
+
+
+def cmd_classify(args: argparse.Namespace) -> int:
+    target = load_target(args.target)
+    workload = BatchedGemmWorkload.parse(args.shape, args.dtype, args.b_layout)
+    decision = rule_decision(target, workload)
+    if args.config:
+        decision["config"] = rule_config(target, workload)
+    if args.json:
+        print(json.dumps({"shape": workload.shape, "dtype": workload.dtype.name, **decision},
+                         indent=2))
+        return 0
+    form = f" (form {decision['iter_form']})" if decision["iter_form"] else ""
+    print(f"{workload.label} on {target.name}: {decision['branch']}{form}")
+    shown = {k: v for k, v in decision.items() if k not in ("branch", "iter_form", "config")}
+    print(key_values(shown))
+    if args.config:
+        print("configuration the rules pick:\n" + key_values(decision["config"]))
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    target = load_target(args.target)
+    batches = np.arange(1, args.max_batch + 1, args.batch_step)
+    values = log_grid(args.points)
+    total = len(batches) * len(values) ** 3
+    print(f"classifying {total:,} shapes: batch 1..{args.max_batch} (step {args.batch_step}) x "
+          f"{len(values)} values of M, N and K in [1, 10240]", file=sys.stderr)
+    counts, forms, seconds = sweep(target, batches, values, progress=True)
+    rows = [{"branch": name, "shapes": int(c), "share": c / total}
+            for name, c in zip(BRANCHES, counts, strict=True)]
+    summary = {"shapes": total, "seconds": seconds, "shapes_per_s": total / seconds,
+               "branches": rows,
+               "iter_batch_forms": {f: int(c) for f, c in zip(ITER_FORMS, forms, strict=True)},
+               "empty": [r["branch"] for r in rows if r["shapes"] == 0]}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(table(rows, ("branch", "shapes", "share")))
+    print(f"IterBatch forms: {summary['iter_batch_forms']}")
+    print(f"{total:,} shapes in {seconds:.1f} s ({total / seconds:,.0f} shapes/s); every "
+          "shape got a branch" + (f"; no shape reached {', '.join(summary['empty'])}"
+                                  if summary["empty"] else ""))
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    """``dse ascend`` and its subcommands."""
+    ascend = sub.add_parser("ascend", help="the Ascend BMM tiling design's rules")
+    commands = ascend.add_subparsers(dest="ascend_command", required=True)
+    cl = commands.add_parser("classify", help="the branch the rules pick for one shape")
+    cl.add_argument("--shape", required=True, help="BxMxKxN, e.g. 8x2048x1024x2048 (B may be "
+                    "A/B batches, e.g. 8/1)")
+    cl.add_argument("--dtype", default="bf16", help="bf16 (default), fp16, or a pair such as "
+                    "bf16-fp32")
+    cl.add_argument("--b-layout", default=None, help="transposes: NN (default), NT, TN, TT")
+    cl.add_argument("--target", default=TARGET)
+    cl.add_argument("--config", action="store_true", help="also the tiling the rules pick")
+    cl.add_argument("--json", action="store_true")
+    cl.set_defaults(func=cmd_classify)
+    sw = commands.add_parser("sweep", help="classify the design's coverage grid")
+    sw.add_argument("--target", default=TARGET)
+    sw.add_argument("--max-batch", type=int, default=2048)
+    sw.add_argument("--batch-step", type=int, default=1, help="every Nth batch (1: all)")
+    sw.add_argument("--points", type=int, default=60, help="log-spaced samples of M, N, K")
+    sw.add_argument("--json", action="store_true")
+    sw.set_defaults(func=cmd_sweep)
