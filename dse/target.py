@@ -180,6 +180,13 @@ class Target:
         """Content hash of every constant (not of the file's path or layout)."""
         return digest_of(self.to_dict())
 
+    def roofline(self) -> tuple[float, float]:
+        """(peak operations/s of the whole array, DRAM bytes/s): the roofline's ceilings."""
+        spec = next(iter(self.inputs.values()))
+        cores = self.array.rows * self.array.cols
+        return 2.0 * spec.peak_macs_per_cycle * cores * self.array.clock_hz, \
+            self.dram.peak_bytes_per_s
+
 
 def digest_of(constants: Mapping[str, Any]) -> str:
     """A target's identity: the hash of its constants as canonical JSON."""

@@ -40,6 +40,8 @@ class Workload(Protocol):
 
     def to_dict(self) -> dict[str, Any]: ...
 
+    def operand_bytes(self) -> tuple[int, int, int]: ...
+
 
 def _positive(name: str, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -78,6 +80,12 @@ class GemmWorkload:
     @property
     def label(self) -> str:
         return f"{self.shape} {self.dtype.name} (B {self.b_layout})"
+
+    def operand_bytes(self) -> tuple[int, int, int]:
+        """Bytes of A, B and C as stored."""
+        dt = self.dtype
+        return (self.M * self.K * dt.in_bytes, self.K * self.N * dt.in_bytes,
+                self.M * self.N * dt.out_bytes)
 
     @classmethod
     def parse(cls, shape: str, dtype: str, b_layout: str | None = None) -> GemmWorkload:
@@ -183,6 +191,13 @@ class BatchedGemmWorkload:
     def label(self) -> str:
         return f"{self.shape} {self.dtype.name} ({self.b_layout}{', bias' if self.bias else ''})"
 
+    def operand_bytes(self) -> tuple[int, int, int]:
+        """Bytes of A, B and C as stored (a broadcast side once)."""
+        dt = self.dtype
+        return (self.batch_count_a * self.M * self.K * dt.in_bytes,
+                self.batch_count_b * self.K * self.N * dt.in_bytes,
+                self.batch * self.M * self.N * dt.out_bytes)
+
     @classmethod
     def parse(cls, shape: str, dtype: str, b_layout: str | None = None,
               bias: bool = False) -> BatchedGemmWorkload:
@@ -223,6 +238,12 @@ def workload_class(kind: str) -> Any:
     if kind not in WORKLOAD_KINDS:
         raise UsageError(f"unknown workload kind {kind!r}; valid: {', '.join(WORKLOAD_KINDS)}")
     return WORKLOAD_KINDS[kind]
+
+
+def parse_workload(shape: str, dtype: str, layout: str | None = None) -> Any:
+    """A workload of whichever kind ``shape`` is written for (``MxKxN`` or ``BxMxKxN``)."""
+    kind = BatchedGemmWorkload if _BATCHED.match(shape) else GemmWorkload
+    return kind.parse(shape, dtype, layout)
 
 
 def workload_from_dict(body: Mapping[str, Any]) -> Any:

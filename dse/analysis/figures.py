@@ -18,7 +18,9 @@ from dse.study.query import FIDELITY_RANK
 
 MAX_POINTS = 1000
 HISTORY_POINTS = 1000
-BALANCE_AXES = ("m_ct x n_ct", "k_ct")
+# Each space's output tile (rows, columns) and depth, the axes of the balance plots.
+TILE_AXES = (("m_ct", "n_ct", "k_ct"), ("single_core_m", "single_core_n", "k_l1"),
+             ("mc", "nc", "kc"))
 
 
 def thin(frame: pd.DataFrame, keep: pd.DataFrame | None = None,
@@ -72,11 +74,15 @@ def balance_point(best: pd.DataFrame) -> pd.Series | None:
 
 
 def balance_figures(ok: pd.DataFrame, best: pd.DataFrame) -> list[go.Figure]:
-    """t_comp and t_mem against m_ct*n_ct and against k_ct; the best config and the balance
-    point (:func:`balance_point` of ``best``, the best configs in rank order) marked."""
-    if not {"t_comp_s", "t_mem_s", "m_ct", "n_ct", "k_ct"} <= set(ok.columns) or ok.empty:
+    """t_comp and t_mem against the output tile's area (m_ct*n_ct on XDNA) and against its
+    depth (k_ct); the best config and the balance point (:func:`balance_point` of ``best``,
+    the best configs in rank order) marked."""
+    axes = next((a for a in TILE_AXES if set(a) <= set(ok.columns)), None)
+    if axes is None or not {"t_comp_s", "t_mem_s"} <= set(ok.columns) or ok.empty:
         return []
-    ok = ok.assign(**{"m_ct x n_ct": ok["m_ct"] * ok["n_ct"]})
+    rows, cols, depth = axes
+    area = f"{rows} x {cols}"
+    ok = ok.assign(**{area: ok[rows] * ok[cols]})
     marks = []
     if not best.empty and pd.notna(best.iloc[0].get("t_comp_s")):
         marks.append(("best config", best.iloc[0], "star"))
@@ -84,13 +90,13 @@ def balance_figures(ok: pd.DataFrame, best: pd.DataFrame) -> list[go.Figure]:
         if balanced is not None and balanced["number"] != best.iloc[0]["number"]:
             marks.append(("balance point", balanced, "diamond"))
     figures = []
-    for axis in BALANCE_AXES:
+    for axis in (area, depth):
         fig = go.Figure()
         for column, name in (("t_comp_s", "t_comp"), ("t_mem_s", "t_mem")):
             fig.add_trace(go.Scatter(x=ok[axis], y=ok[column], mode="markers", name=name,
                                      marker={"size": 5, "opacity": 0.5}))
         for label, row, symbol in marks:
-            x = row["m_ct"] * row["n_ct"] if axis == "m_ct x n_ct" else row["k_ct"]
+            x = row[rows] * row[cols] if axis == area else row[depth]
             fig.add_trace(go.Scatter(
                 x=[x, x], y=[row["t_comp_s"], row["t_mem_s"]], mode="markers+lines",
                 name=f"{label} #{row['number']} (t_comp/t_mem = "
@@ -104,13 +110,8 @@ def balance_figures(ok: pd.DataFrame, best: pd.DataFrame) -> list[go.Figure]:
 
 
 def ceilings(target: Any) -> tuple[float, float] | None:
-    """(peak ops/s, DRAM bytes/s) of an array target, for the roofline."""
-    if not hasattr(target, "array"):
-        return None
-    spec = next(iter(target.inputs.values()))
-    cores = target.array.rows * target.array.cols
-    peak = 2.0 * spec.peak_macs_per_cycle * cores * target.array.clock_hz
-    return peak, target.dram.peak_bytes_per_s
+    """(peak ops/s, DRAM bytes/s) of a target that has a roofline."""
+    return target.roofline() if hasattr(target, "roofline") else None
 
 
 def roofline_figure(ok: pd.DataFrame, target: Any, name: str = "configs",

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from dse.dtypes import DtypePair
+from dse.workload import parse_workload
 
 # Where each part of a trial's time went: the analytical model's components and the
 # simulator's stall counters (the names the evaluators report; absent ones are skipped).
@@ -27,6 +27,12 @@ def _number(row: pd.Series, name: str) -> float | None:
 def occupancy(target: Any, row: pd.Series) -> list[tuple[str, float, float]]:
     """(memory, bytes used, bytes available) for the target's on-chip memories."""
     memory = getattr(target, "memory", None)
+    if memory is not None and hasattr(memory, "l0c_bytes"):  # an Ascend core
+        out = [(f"{name} per core", used, float(getattr(memory, f"{key}_bytes")))
+               for name, key, used in (("L1", "l1", _number(row, "l1_bytes")),
+                                       ("L0C", "l0c", _number(row, "l0c_bytes")))
+               if used is not None]
+        return out
     if memory is None or not hasattr(memory, "l1_stack_bytes"):
         return []
     out = []
@@ -59,9 +65,8 @@ def dram_figure(row: pd.Series) -> go.Figure | None:
     moved = {k: _number(row, f"dram_bytes_{k.lower()}") for k in "ABC"}
     if any(v is None for v in moved.values()):
         return None
-    m, k, n = (int(v) for v in str(row["shape"]).split("x"))
-    dtype = DtypePair.parse(str(row["dtype"]))
-    size = {"A": m * k * dtype.in_bytes, "B": k * n * dtype.in_bytes, "C": m * n * dtype.out_bytes}
+    workload = parse_workload(str(row["shape"]), str(row["dtype"]), str(row["b_layout"]))
+    size = dict(zip("ABC", workload.operand_bytes(), strict=True))
     fig = go.Figure([
         go.Bar(x=list(moved), y=[moved[x] / 1e6 for x in moved], name="moved",
                text=[f"{moved[x] / size[x]:.2f}x its size" for x in moved], textposition="auto"),

@@ -118,9 +118,8 @@ def score(batch: ConfigBatch, target: AscendTarget, w: BatchedGemmWorkload
     m_pad, n_pad = np.ceil(geo.m / 16) * 16, np.ceil(geo.n / 16) * 16
     s_out = geo.batches * m_pad * n_pad * out
     through_l2 = batch["write_policy"] == 0
-    l2_read = target.memory.l2_bytes - np.where(through_l2, np.minimum(s_out,
-                                                                       target.memory.l2_bytes
-                                                                       / 2), 0.0)
+    # outputs written through L2 stay there (dirty) and leave less room for the inputs
+    l2_read = np.maximum(target.memory.l2_bytes - np.where(through_l2, s_out, 0.0), 0.0)
     f_a, f_b = _reread_factors(batch, geo, target, w, l2_read, s_in)
     gm_a, gm_b = s_a * f_a, s_b * f_b
     l1_fill = geo.batches * (m_pad * geo.n_cnt + n_pad * geo.m_cnt) * geo.k * dt

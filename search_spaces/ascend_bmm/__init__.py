@@ -346,9 +346,13 @@ class AscendEncoding:
         m16, n16 = np.ceil(one.m[0] / 16) * 16, np.ceil(one.n[0] / 16) * 16
         k16 = np.ceil(one.k_seg[0] / 16) * 16
         area = mem.l0c_bytes / (FP32_BYTES * config["l0c_buffers"])
-        config["base_m"] = self._pick("base_m", sampled, 16, min(m16, area / 16), 16)
-        config["base_n"] = self._pick("base_n", sampled, 16, min(n16, area / config["base_m"]),
-                                      16)
+        run = t.rules.d_value_min_bytes / dt
+        thinnest = mem.l1_bytes / (config["l1_buffers"] * run * dt) - 16  # leaves N 16 wide
+        config["base_m"] = self._pick("base_m", sampled, 16, min(
+            m16, area / 16, mem.l0a_bytes / (2 * 16 * dt), thinnest), 16)
+        config["base_n"] = self._pick("base_n", sampled, 16, min(
+            n16, area / config["base_m"], mem.l0b_bytes / (2 * 16 * dt),
+            thinnest + 16 - config["base_m"]), 16)
         config["base_k"] = self._pick("base_k", sampled, 16, min(
             k16, mem.l0a_bytes / (2 * config["base_m"] * dt),
             mem.l0b_bytes / (2 * config["base_n"] * dt)), 16)
@@ -383,7 +387,12 @@ class AscendEncoding:
 
 
 def _applicable(space: AscendBmmSpace) -> list[str]:
-    """The branches whose preconditions the workload meets."""
-    batch = space.encode([{**space.defaults(), "branch": b} for b in BRANCHES])
-    ok = _branch_applies(space._context(batch))
+    """The branches whose preconditions the workload meets (MergeBatch: with the smallest
+    merge fitting L0C)."""
+    defaults = space.defaults()
+    batch = space.encode([space._branch_neutral(b, {**defaults, "branch": b})
+                          for b in BRANCHES])
+    context = space._context(batch)
+    ok = _branch_applies(context)
+    ok &= next(r for r in space.constraints if r.name == "merge_fits_l0c").check(context)
     return [b for b, good in zip(BRANCHES, ok, strict=True) if good]

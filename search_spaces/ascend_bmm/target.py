@@ -91,6 +91,10 @@ class AscendTarget:
     def digest(self) -> str:
         return digest_of(self.to_dict())
 
+    def roofline(self) -> tuple[float, float]:
+        """(Cube peak FLOP/s, GM bytes/s): the roofline's ceilings."""
+        return self.compute.cube_peak_flops, self.bandwidth.gm_bytes_per_s
+
     # --- derived quantities, named as in the design note -----------------------------------
     @property
     def q16(self) -> float:
