@@ -19,7 +19,8 @@ from dse.errors import UsageError
 
 B_LAYOUTS: tuple[str, ...] = ("col", "row")
 _SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
-_BATCHED = re.compile(r"^\s*([\d*/]+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+_BATCHED = re.compile(r"^\s*([\d*/]+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*"
+                      r"(?:\+bias)?\s*$", re.IGNORECASE)
 
 
 class Workload(Protocol):
@@ -133,8 +134,9 @@ class BatchedGemmWorkload:
 
     The shape is ``BxMxKxN``: ``B`` is one batch count for both sides (``8x2048x1024x2048``), or
     ``A/B`` with each side's batch dims joined by ``*`` (``8/1x...`` broadcasts B over 8 batches;
-    ``4*1/1*8x...`` crosses them into 4*8). The layout says which operand is stored transposed:
-    ``NN`` (default), ``NT``, ``TN`` or ``TT`` (A's letter first).
+    ``4*1/1*8x...`` crosses them into 4*8); a ``+bias`` suffix adds ``bias[Bc, 1, N]``. The
+    layout says which operand is stored transposed: ``NN`` (default), ``NT``, ``TN`` or ``TT``
+    (A's letter first).
     """
 
     kind: ClassVar[str] = "bmm"
@@ -181,7 +183,7 @@ class BatchedGemmWorkload:
     def shape(self) -> str:
         batch = (_batch_text(self.batch_a) if self.batch_a == self.batch_b
                  else f"{_batch_text(self.batch_a)}/{_batch_text(self.batch_b)}")
-        return f"{batch}x{self.M}x{self.K}x{self.N}"
+        return f"{batch}x{self.M}x{self.K}x{self.N}{'+bias' if self.bias else ''}"
 
     @property
     def macs(self) -> int:
@@ -189,7 +191,7 @@ class BatchedGemmWorkload:
 
     @property
     def label(self) -> str:
-        return f"{self.shape} {self.dtype.name} ({self.b_layout}{', bias' if self.bias else ''})"
+        return f"{self.shape} {self.dtype.name} ({self.b_layout})"
 
     def operand_bytes(self) -> tuple[int, int, int]:
         """Bytes of A, B and C as stored (a broadcast side once)."""
@@ -201,8 +203,10 @@ class BatchedGemmWorkload:
     @classmethod
     def parse(cls, shape: str, dtype: str, b_layout: str | None = None,
               bias: bool = False) -> BatchedGemmWorkload:
-        """Build a batched GEMM from ``BxMxKxN`` (see the class) and a dtype (``bf16`` or a pair
-        such as ``bf16-fp32``)."""
+        """Build a batched GEMM from ``BxMxKxN[+bias]`` (see the class) and a dtype (``bf16`` or
+        a pair such as ``bf16-fp32``)."""
+        if shape.strip().lower().endswith("+bias"):
+            shape, bias = shape.strip()[:-len("+bias")], True
         match = _BATCHED.match(shape)
         if not match:
             raise UsageError(f"shape {shape!r} is not of the form BxMxKxN, e.g. "

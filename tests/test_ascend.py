@@ -109,9 +109,9 @@ def test_branches(chip, shape, branch):
 def test_iter_batch_forms(chip):
     # every batch count a multiple of C: b_core = 2; both inputs twice in L1 -> form b
     decision = rule_decision(chip, BatchedGemmWorkload.parse("64x96x128x96", "bf16"))
-    assert (decision["branch"], decision["iter_form"]) == ("iter_batch", "b")
+    assert (decision["branch"], decision["iter_batch_form"]) == ("iter_batch", "b")
     # too big for two copies, one side resident -> c; too big for that -> d
-    forms = classify(chip, 64, 64, [128, 2048], [512, 1024], [512, 2048])["iter_form"]
+    forms = classify(chip, 64, 64, [128, 2048], [512, 1024], [512, 2048])["iter_batch_form"]
     assert [["a", "b", "c", "d"][f] for f in forms] == ["c", "d"]
     # a tail of fewer than minCoreNum batches is not balanced: no IterBatch
     assert not classify(chip, 40, 40, 96, 128, 96)["iter_ok"]
@@ -140,10 +140,10 @@ def test_classify_cli(capsys):
     assert main(["ascend", "classify", "--shape", "8x2048x1024x2048", "--dtype", "bf16",
                  "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["branch"] == "asw_basic" and data["iter_form"] is None
+    assert data["branch"] == "asw_basic" and data["iter_batch_form"] is None
     assert data["P"] == 512 and data["theta_c"] == pytest.approx(12.24, abs=0.01)
     assert main(["ascend", "classify", "--shape", "64x96x128x96", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["iter_form"] == "b"
+    assert json.loads(capsys.readouterr().out)["iter_batch_form"] == "b"
     assert main(["ascend", "classify", "--shape", "8x2048x1024"]) == 2
     assert "BxMxKxN" in capsys.readouterr().err
 
@@ -155,6 +155,11 @@ def test_batched_workload_parsing():
     assert w.batch_c == (4, 8) and w.batch == 32 and w.macs == 32 * 256 * 512 * 128
     assert w.shape == "4*1/1*8x256x512x128" and w.dtype.out_bytes == 4
     assert BatchedGemmWorkload.from_dict(w.to_dict()) == w
+    with_bias = BatchedGemmWorkload.parse("8x64x64x64+bias", "bf16")
+    assert with_bias.bias and with_bias.shape == "8x64x64x64+bias"
+    plain, _ = evaluate("8x1024x1024x1024")
+    biased, _ = evaluate("8x1024x1024x1024+bias")
+    assert biased.metrics["dram_bytes"] - plain.metrics["dram_bytes"] == 8 * 1024 * 2
     with pytest.raises(UsageError, match="do not broadcast"):
         BatchedGemmWorkload.parse("3/4x16x16x16", "bf16")
     with pytest.raises(UsageError, match="unknown layout"):
@@ -272,3 +277,22 @@ def test_a_study_goes_through_store_queries_dashboard_and_report(storage_url, tm
     assert "On-chip memory occupancy" in config.text
     report = write_report(storage_url, "asc", tmp_path / "asc.html")
     assert "Roofline" in report.read_text()
+
+
+def test_balance_report_with_what_if(tmp_path):
+    from dse.analysis.balance import balance_report
+    from dse.study.runner import run_study
+    from dse.study.spec import study_from_dict
+
+    storage = str(tmp_path / "b.db")
+    run_study(study_from_dict({"name": "bal", "target": "ascend-950pr", "sampler": "random",
+                               "seed": 1, "workload": {"shape": "64x512x512x512",
+                                                       "dtype": "bf16"},
+                               "budget": {"trials": 20}}), storage)
+    (report,) = balance_report(storage, "bal")
+    assert report["study_best"]["bound"] in ("compute", "memory")
+    knobs = {row["knob"] for row in report["what_if"]}
+    assert knobs == {"GM bandwidth", "L1 size", "clock"}
+    by = {(r["knob"], r["factor"]): r["tops"] for r in report["what_if"]}
+    assert by[("clock", 1.5)] >= by[("clock", 0.5)]
+    assert by[("GM bandwidth", 1.5)] >= by[("GM bandwidth", 0.5)]

@@ -21,11 +21,39 @@ from dse.storage import ResultStore
 from dse.study.query import best_trials, load_trials
 
 FACTORS = (0.5, 0.75, 1.25, 1.5)
-TILES = ("m_ct", "k_ct", "n_ct", "k_mt")
+# What names a configuration in a line, per space: XDNA's tiles, Ascend's branch and block,
+# the CPU's blocks.
+KERNEL_KEYS = (("m_ct", "k_ct", "n_ct", "k_mt"), ("branch", "single_core_m", "k_l1",
+                                                  "single_core_n"), ("mc", "kc", "nc"))
 
 
 def _kernel(params: dict[str, Any]) -> str:
-    return "x".join(str(params[k]) for k in TILES if k in params) or str(params)
+    keys = next((k for k in KERNEL_KEYS if all(name in params for name in k)), ())
+    if keys and keys[0] == "branch":
+        return f"{params['branch']} " + "x".join(str(params[k]) for k in keys[1:])
+    return "x".join(str(params[k]) for k in keys) or str(params)
+
+
+def _knobs(t: Any) -> dict[str, Any]:
+    """Edits of the target for what-if: memory bandwidth, L1 size and clock by a factor."""
+    scale = dataclasses.replace
+    if hasattr(t, "dram"):  # an XDNA array
+        return {
+            "dram bandwidth": lambda f: scale(t, dram=scale(
+                t.dram, peak_bytes_per_s=t.dram.peak_bytes_per_s * f)),
+            "L1 size": lambda f: scale(t, memory=scale(
+                t.memory, l1_bytes=int(t.memory.l1_bytes * f))),
+            "clock": lambda f: scale(t, array=scale(t.array, clock_hz=t.array.clock_hz * f))}
+    if hasattr(t, "bandwidth"):  # an Ascend chip: compute rates scale with the clock
+        return {
+            "GM bandwidth": lambda f: t.with_values(
+                bandwidth={"gm_bytes_per_s": t.bandwidth.gm_bytes_per_s * f}),
+            "L1 size": lambda f: t.with_values(memory={"l1_bytes": int(t.memory.l1_bytes * f)}),
+            "clock": lambda f: t.with_values(
+                cores={"clock_hz": t.cores.clock_hz * f},
+                compute={"cube_peak_flops": t.compute.cube_peak_flops * f,
+                         "cube_sustained_flops": t.compute.cube_sustained_flops * f})}
+    return {}
 
 
 def _side(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -38,17 +66,8 @@ def _side(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def _what_if(ctx: Any, evaluator: Any) -> list[dict[str, Any]]:
-    t = ctx.target
-    knobs = {
-        "dram bandwidth": lambda f: dataclasses.replace(
-            t, dram=dataclasses.replace(t.dram, peak_bytes_per_s=t.dram.peak_bytes_per_s * f)),
-        "L1 size": lambda f: dataclasses.replace(
-            t, memory=dataclasses.replace(t.memory, l1_bytes=int(t.memory.l1_bytes * f))),
-        "clock": lambda f: dataclasses.replace(
-            t, array=dataclasses.replace(t.array, clock_hz=t.array.clock_hz * f)),
-    }
     rows = []
-    for knob, edit in knobs.items():
+    for knob, edit in _knobs(ctx.target).items():
         for factor in FACTORS:
             target = edit(factor)
             space = type(ctx.space)(target, ctx.workload)
@@ -98,6 +117,6 @@ def balance_report(storage: str | None, study: str, workload: str | None = None,
                 "config": _kernel(start), "bound": start["bound"],
                 "memory_over_compute": start["t_mem_s"] / start["t_comp_s"]}
             report["paper_balanced"] = _kernel(walk.top[0].params)
-            report["what_if"] = _what_if(ctx, model)
+        report["what_if"] = _what_if(ctx, model)
         reports.append(report)
     return reports

@@ -113,7 +113,8 @@ def score(batch: ConfigBatch, target: AscendTarget, w: BatchedGemmWorkload
     # traffic
     s_a = w.batch_count_a * w.M * w.K * dt
     s_b = w.batch_count_b * w.K * w.N * dt
-    s_in = float(s_a + s_b)
+    bias = w.batch * w.N * out if w.bias else 0  # read once, added as each block drains
+    s_in = float(s_a + s_b + bias)
     out_blocks = geo.batches * geo.m_cnt * geo.n_cnt
     m_pad, n_pad = np.ceil(geo.m / 16) * 16, np.ceil(geo.n / 16) * 16
     s_out = geo.batches * m_pad * n_pad * out
@@ -126,7 +127,7 @@ def score(batch: ConfigBatch, target: AscendTarget, w: BatchedGemmWorkload
     stream = branch == BRANCH["stream_k"]
     partials = np.where(stream, grid_k * geo.batches * m_pad * n_pad * FP32_BYTES, 0.0)
     ws_in_l2 = 2 * partials <= l2_read
-    gm_bytes = gm_a + gm_b + s_out + np.where(ws_in_l2, 0.0, 2 * partials)
+    gm_bytes = gm_a + gm_b + bias + s_out + np.where(ws_in_l2, 0.0, 2 * partials)
     l2_bytes = l1_fill + np.where(through_l2, s_out, 0.0) + np.where(ws_in_l2, 2 * partials, 0)
 
     # bandwidth-utilisation rules of thumb

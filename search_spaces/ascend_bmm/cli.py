@@ -41,7 +41,7 @@ def sweep(target: Any, batches: np.ndarray, values: np.ndarray, in_bytes: int = 
     for i, b in enumerate(batches):
         out = classify(target, b, b, m, k, n, in_bytes, out_bytes)
         branch_counts += np.bincount(out["branch"], minlength=len(BRANCHES))
-        forms = out["iter_form"][out["iter_form"] >= 0]
+        forms = out["iter_batch_form"][out["iter_batch_form"] >= 0]
         form_counts += np.bincount(forms, minlength=len(ITER_FORMS))
         if progress and (i + 1) % 64 == 0:
             done = (i + 1) * len(m)
@@ -62,9 +62,10 @@ def cmd_classify(args: argparse.Namespace) -> int:
         print(json.dumps({"shape": workload.shape, "dtype": workload.dtype.name, **decision},
                          indent=2))
         return 0
-    form = f" (form {decision['iter_form']})" if decision["iter_form"] else ""
+    form = f" (form {decision['iter_batch_form']})" if decision["iter_batch_form"] else ""
     print(f"{workload.label} on {target.name}: {decision['branch']}{form}")
-    shown = {k: v for k, v in decision.items() if k not in ("branch", "iter_form", "config")}
+    shown = {k: v for k, v in decision.items()
+             if k not in ("branch", "iter_batch_form", "config")}
     print(key_values(shown))
     if args.config:
         print("configuration the rules pick:\n" + key_values(decision["config"]))

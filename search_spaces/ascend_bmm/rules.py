@@ -48,7 +48,7 @@ def classify(target: AscendTarget, batch_a: Any, batch_b: Any, m: Any, k: Any, n
     ``batch`` is the output's batch count (default: the larger of the two sides, as without
     cross broadcasting). ``deterministic`` forbids StreamK (its reduction order varies).
 
-    Returns arrays: ``branch`` (index into :data:`BRANCHES`), ``iter_form`` (index into
+    Returns arrays: ``branch`` (index into :data:`BRANCHES`), ``iter_batch_form`` (index into
     :data:`ITER_FORMS`, -1 unless IterBatch) and the numbers behind the decision.
     """
     ba, bb = np.asarray(batch_a, dtype=np.int64), np.asarray(batch_b, dtype=np.int64)
@@ -97,7 +97,7 @@ def classify(target: AscendTarget, batch_a: Any, batch_b: Any, m: Any, k: Any, n
     branch = np.select(
         [special, to_matmul, merge_ok & merge_better, iter_ok, merge_ok, p >= c, stream_ok],
         [1, 0, 3, 2, 3, 4, 6], default=5)
-    return {"branch": branch, "iter_form": np.where(branch == 2, form, -1), "batch": b,
+    return {"branch": branch, "iter_batch_form": np.where(branch == 2, form, -1), "batch": b,
             "b_core": b_core, "P": p, "grid_k": np.where(branch == 6, grid_k, 1),
             "k_threshold": k_needed, "theta_c": np.full(b.shape, theta), "b0": b0,
             "intensity": 2 * mf * nf / (mf + nf), "r16": np.full(b.shape, r16),

@@ -23,8 +23,8 @@ from search_spaces.ascend_bmm.target import AscendTarget
 
 
 def rule_decision(target: AscendTarget, workload: BatchedGemmWorkload) -> dict[str, Any]:
-    """The branch decision for one workload as plain values (``branch``, ``iter_form`` and the
-    numbers behind them)."""
+    """The branch decision for one workload as plain values (``branch``, ``iter_batch_form``
+    and the numbers behind them)."""
     w = workload
     raw = classify(target, w.batch_count_a, w.batch_count_b, w.M, w.K, w.N,
                    w.dtype.in_bytes, w.dtype.out_bytes, batch=w.batch)
@@ -33,7 +33,8 @@ def rule_decision(target: AscendTarget, workload: BatchedGemmWorkload) -> dict[s
         item = value.item() if hasattr(value, "item") else value
         out[name] = None if isinstance(item, float) and math.isinf(item) else item
     out["branch"] = BRANCHES[out["branch"]]
-    out["iter_form"] = ITER_FORMS[out["iter_form"]] if out["iter_form"] >= 0 else None
+    form = out["iter_batch_form"]
+    out["iter_batch_form"] = ITER_FORMS[form] if form >= 0 else None
     return out
 
 
