@@ -210,10 +210,9 @@ def cmd_targets(args: argparse.Namespace) -> int:
     rows = []
     for name in available_targets():
         t = load_target(name)
-        array = getattr(t, "array", None)
-        rows.append({"name": name, "space": t.space,
-                     "array": f"{array.rows}x{array.cols}" if array else "host",
-                     "clock_GHz": array.clock_hz / 1e9 if array else "",
+        units, clock = t.compute_units() if hasattr(t, "compute_units") else ("host", None)
+        rows.append({"name": name, "space": t.space, "array": units,
+                     "clock_GHz": clock / 1e9 if clock else "",
                      "dtypes": ",".join(t.dtypes), "description": t.description})
     if args.json:
         print(json.dumps(rows, indent=2))

@@ -180,6 +180,10 @@ class Target:
         """Content hash of every constant (not of the file's path or layout)."""
         return digest_of(self.to_dict())
 
+    def compute_units(self) -> tuple[str, float]:
+        """What computes (for listings) and its clock in Hz."""
+        return f"{self.array.rows}x{self.array.cols}", self.array.clock_hz
+
     def roofline(self) -> tuple[float, float]:
         """(peak operations/s of the whole array, DRAM bytes/s): the roofline's ceilings."""
         spec = next(iter(self.inputs.values()))

@@ -91,6 +91,10 @@ class AscendTarget:
     def digest(self) -> str:
         return digest_of(self.to_dict())
 
+    def compute_units(self) -> tuple[str, float]:
+        """What computes (for listings) and its clock in Hz."""
+        return f"{self.cores.cube} cores", self.cores.clock_hz
+
     def roofline(self) -> tuple[float, float]:
         """(Cube peak FLOP/s, GM bytes/s): the roofline's ceilings."""
         return self.compute.cube_peak_flops, self.bandwidth.gm_bytes_per_s
