@@ -19,17 +19,20 @@ SEARCH_SPACES: dict[str, str] = {
     "xdna_gemm": "search_spaces.xdna_gemm:XdnaGemmSpace",
     "cpu_gemm": "search_spaces.cpu_gemm:CpuGemmSpace",
     "ascend_bmm": "search_spaces.ascend_bmm:AscendBmmSpace",
+    "triton_gemm": "search_spaces.triton_gemm:TritonGemmSpace",
 }
 # Target files whose space has its own schema (the rest are array targets, dse.target.Target).
 TARGET_SCHEMAS: dict[str, str] = {
     "cpu_gemm": "dse.cpu_target:cpu_target_from_dict",
     "ascend_bmm": "search_spaces.ascend_bmm.target:ascend_target_from_dict",
+    "triton_gemm": "search_spaces.triton_gemm.target:gpu_target_from_dict",
 }
 # The analytical evaluator's closed-form model of each space: (batch, target, workload) -> metrics.
 ANALYTICAL_MODELS: dict[str, str] = {
     "xdna_gemm": "evaluators.analytical.xdna_gemm:score",
     "cpu_gemm": "evaluators.analytical.cpu_gemm:score",
     "ascend_bmm": "evaluators.analytical.ascend_bmm:score",
+    "triton_gemm": "evaluators.analytical.triton_gemm:score",
 }
 EVALUATORS: dict[str, str] = {
     "analytical": "evaluators.analytical:AnalyticalEvaluator",
@@ -37,6 +40,7 @@ EVALUATORS: dict[str, str] = {
     "iron": "evaluators.hardware.iron:IronEvaluator",
     "simulator": "evaluators.simulator:SimulatorEvaluator",
     "synthetic": "evaluators.synthetic:SyntheticEvaluator",
+    "triton": "evaluators.hardware.triton_gpu:TritonEvaluator",
 }
 
 

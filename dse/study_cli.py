@@ -355,7 +355,8 @@ def add_study_commands(sub: Any) -> None:
     _storage_arg(export)
     export.add_argument("--top", type=int, default=10, help="configs per workload")
     export.add_argument("--out", required=True, metavar="FILE.json")
-    export.add_argument("--evaluator", default="cpu", help="backend to measure with: cpu or iron")
+    export.add_argument("--evaluator", default="cpu", help="backend to measure with: cpu, iron "
+                        "or triton")
     export.add_argument("--option", action="append", metavar="KEY=VALUE",
                         help="backend option, e.g. mlir_aie_dir=/opt/mlir-aie flow=jit")
     export.set_defaults(func=cmd_export)

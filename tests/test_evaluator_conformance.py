@@ -19,6 +19,11 @@ PROBLEMS = {
     "cpu_gemm": (("cpu", "fp32-fp32", "128x128x128"),
                  [dict(mc=32, kc=32, nc=32), dict(mc=64, kc=128, nc=64, pack_b="no"),
                   dict(mc=256, kc=32, nc=32), dict(mc=40, kc=32, nc=32)]),
+    "triton_gemm": (("h200", "bf16-bf16", "4096x4096x4096"),
+                    [dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64),
+                     dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=32, num_stages=4, SPLIT_K=2),
+                     dict(BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, num_stages=5, num_warps=16),
+                     dict(BLOCK_M=96, BLOCK_N=128, BLOCK_K=64)]),
     "ascend_bmm": (("ascend-950pr", "bf16", "8x2048x1024x2048"),
                    [{}, dict(base_m=128, base_n=128, single_core_m=512, single_core_n=256,
                              k_l1=128, base_k=64),
@@ -26,7 +31,7 @@ PROBLEMS = {
                     dict(base_m=40)]),
 }
 # evaluators that need a device this machine lacks are tested by their own files
-NEEDS_DEVICE = {"iron"}
+NEEDS_DEVICE = {"iron", "triton"}
 CASES = [(name, space) for name in evaluator_names() if name not in NEEDS_DEVICE
          for space in evaluator_class(name).spaces]
 

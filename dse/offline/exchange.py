@@ -26,18 +26,11 @@ RESULTS_FORMAT = "dse-results/1"
 
 
 def _job(evaluator: Any, params: dict[str, Any], ctx: Any) -> dict[str, Any] | str:
-    w = ctx.workload
-    if evaluator.name == "cpu":
-        return {"kind": "cpu", "M": w.M, "K": w.K, "N": w.N, "mc": params["mc"],
-                "kc": params["kc"], "nc": params["nc"], "pack_a": params["pack_a"] == "yes",
-                "pack_b": params["pack_b"] == "yes", "seed": evaluator.seed}
-    if evaluator.name == "iron":
-        plan = evaluator.plan(params, ctx)
-        if isinstance(plan, str):
-            return plan
-        return {"kind": "command", "commands": [*plan.build, plan.run], "cwd": str(plan.cwd),
-                "timeout_s": evaluator.timeout_s}
-    raise UsageError(f"evaluator {evaluator.name!r} does not run offline; use cpu or iron")
+    """The evaluator's job for the runner (its ``offline_job``), or why it cannot run."""
+    if not hasattr(evaluator, "offline_job"):
+        raise UsageError(f"evaluator {evaluator.name!r} does not run offline; use one of "
+                         "cpu, iron, triton")
+    return evaluator.offline_job(params, ctx)
 
 
 def export_configs(storage: str | None, study: str, top: int, out: str | Path,
@@ -73,12 +66,7 @@ def export_configs(storage: str | None, study: str, top: int, out: str | Path,
 def _result(entry: dict[str, Any], evaluator: Any) -> EvalResult:
     params = entry["params"]
     if entry["status"] == "raw":  # the device machine returned what the tools printed
-        from evaluators.hardware.iron import parse_output
-
-        status, seconds, reason = parse_output(entry["output"], entry["returncode"],
-                                               evaluator.flow)
-        metrics = {"latency_s": seconds} if seconds else {}
-        return EvalResult(status, params, metrics, reason, entry.get("elapsed_s", 0.0))
+        return evaluator.offline_result(entry)
     return EvalResult(Status(entry["status"]), params, entry.get("metrics", {}),
                       entry.get("reason"), entry.get("elapsed_s", 0.0))
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Measure exported dse configurations on this machine; needs only Python (and NumPy for CPU jobs).
+"""Measure exported dse configurations on this machine; needs only Python (and NumPy for CPU jobs,
+PyTorch and Triton for GPU jobs).
 
     python3 runner.py configs.json results.json
 
 Copy this one file next to ``configs.json`` (written by ``dse export-configs``), run it, and
 bring ``results.json`` back for ``dse ingest``. Jobs of kind ``cpu`` run the blocked GEMM here
 (timed, checked against A @ B); jobs of kind ``command`` run the given commands and return
-their output for dse to interpret.
+their output for dse to interpret; jobs of kind ``python`` carry the source of a measuring
+module (the Triton GEMM) and call its entry point here.
 """
 
 from __future__ import annotations
@@ -82,6 +84,37 @@ def run_command(job: dict[str, Any]) -> dict[str, Any]:
     return {"status": "raw", "output": "".join(output), "returncode": code}
 
 
+_MODULES: dict[str, Any] = {}
+
+
+def run_python(job: dict[str, Any]) -> dict[str, Any]:
+    """Run ``entry(**args)`` of the module whose source the job carries (loaded once, from a
+    file: compilers such as Triton's read a kernel's source back)."""
+    import hashlib
+    import importlib.util
+    import tempfile
+
+    digest = hashlib.sha256(job["source"].encode()).hexdigest()[:16]
+    module = _MODULES.get(digest)
+    if module is None:
+        path = f"{tempfile.mkdtemp(prefix='dse-job-')}/dse_job_{digest}.py"
+        with open(path, "w") as handle:
+            handle.write(job["source"])
+        spec = importlib.util.spec_from_file_location(f"dse_job_{digest}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        _MODULES[digest] = module
+    try:
+        outcome = getattr(module, job["entry"])(**job["args"])
+    except Exception as exc:  # noqa: BLE001 - the results file says what went wrong
+        return {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+    return outcome[0] if isinstance(outcome, list) else outcome
+
+
+RUNNERS = {"cpu": run_cpu, "command": run_command, "python": run_python}
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -93,7 +126,7 @@ def main(argv: list[str]) -> int:
         print(f"[{number}/{len(exported['configs'])}] {item['id'][:12]} ...", file=sys.stderr)
         start = time.perf_counter()
         job = item["job"]
-        outcome = run_cpu(job) if job["kind"] == "cpu" else run_command(job)
+        outcome = RUNNERS[job["kind"]](job)
         results.append({"id": item["id"], "workload": item["workload"], "params": item["params"],
                         "elapsed_s": time.perf_counter() - start, **outcome})
     provenance = {"host": platform.node(), "python": platform.python_version(),

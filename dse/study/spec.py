@@ -311,6 +311,7 @@ def _workloads(r: _Reader, data: dict[str, Any], target: Target) -> tuple[Worklo
 def _space(r: _Reader, raw: Any, target: Target, workloads: tuple[Workload, ...],
            ) -> SpaceOverrides:
     from dse.registry import search_space_class
+    from search_spaces.base import IntParam
 
     data = r.mapping(raw or {}, "space", ("fix", "free", "range", "constraints"))
     space = search_space_class(target.space)(target, workloads[0])
@@ -337,9 +338,10 @@ def _space(r: _Reader, raw: Any, target: Target, workloads: tuple[Workload, ...]
         ok = (isinstance(value, list) and len(value) == 2
               and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
               and value[0] <= value[1])
-        if not ok or name not in ("m_ct", "k_ct", "n_ct", "k_mt"):
-            raise r.fail(f"space.range.{name}", value,
-                         "expected [low, high] positive integers for m_ct, k_ct, n_ct or k_mt")
+        integers = [n for n, p in params.items() if isinstance(p, IntParam)]
+        if not ok or name not in integers:
+            raise r.fail(f"space.range.{name}", value, "expected [low, high] positive integers "
+                         f"for an integer parameter ({', '.join(integers)})")
         ranges[name] = (value[0], value[1])
     constraints = r.str_list(data.get("constraints", []), "space.constraints")
     try:

@@ -84,6 +84,13 @@ class CpuEvaluator:
                 "pid": os.getpid(), **provenance}, elapsed_s=sum(m.times)))
         return results
 
+    def offline_job(self, params: dict[str, Any], ctx: EvalContext) -> dict[str, Any]:
+        """The runner's job: the blocked GEMM timed on that machine's CPU."""
+        w = ctx.workload
+        return {"kind": "cpu", "M": w.M, "K": w.K, "N": w.N, "mc": params["mc"],
+                "kc": params["kc"], "nc": params["nc"], "pack_a": params["pack_a"] == "yes",
+                "pack_b": params["pack_b"] == "yes", "seed": self.seed}
+
     def close(self) -> None:
         if self._worker is not None:
             self._worker.close()

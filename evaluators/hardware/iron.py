@@ -163,6 +163,21 @@ class IronEvaluator:
         self.example_dir = Path(mlir_aie_dir).expanduser() / EXAMPLE_DIR
         self.flow, self.iters, self.warmup, self.timeout_s = flow, iters, warmup, timeout_s
 
+    def offline_job(self, params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any] | str:
+        """The runner's job: the flow's exact commands (or why the design cannot run it)."""
+        plan = self.plan(params, ctx)
+        if isinstance(plan, str):
+            return plan
+        return {"kind": "command", "commands": [*plan.build, plan.run], "cwd": str(plan.cwd),
+                "timeout_s": self.timeout_s}
+
+    def offline_result(self, entry: Mapping[str, Any]) -> EvalResult:
+        """A runner's raw output (what the tools printed) as a result."""
+        status, seconds, reason = parse_output(entry["output"], entry["returncode"], self.flow)
+        metrics = {"latency_s": seconds} if seconds else {}
+        return EvalResult(status, dict(entry["params"]), metrics, reason,
+                          entry.get("elapsed_s", 0.0))
+
     def plan(self, params: Mapping[str, Any], ctx: EvalContext) -> Commands | str:
         """The commands for a config, or why the stock design cannot run it."""
         device = DEVICES.get(ctx.target.name)

@@ -1,0 +1,112 @@
+"""Analytical model of a Triton GEMM on an NVIDIA GPU (the cheap rung of the ladder).
+
+C is cut into BLOCK_M x BLOCK_N tiles, each computed by SPLIT_K programs that share its K.
+
+* Occupancy: programs resident on one SM, limited by shared memory (stages of A and B tiles),
+  registers (the fp32 accumulators plus an allowance for operands and addresses), threads and
+  the block limit.
+* Compute: programs run in waves over the SMs (a partial last wave idles SMs). A program's
+  K loop steps at the slower of its tensor-core time (its SM's peak shared among the resident
+  programs; fewer than four warps cannot keep the tensor cores busy) and its operand loads from
+  L2 (the SM's share of L2 bandwidth), plus a fixed cost a step (synchronisation, addresses).
+  With fewer than three stages the loads are not hidden: one stage exposes all of each step's
+  load, two stages half of it. The tensor cores sustain ``mma_efficiency`` of their peak.
+* Memory: HBM traffic of the inputs with L2 reuse from the GROUP_M swizzle. Programs run in
+  groups of GROUP_M block rows, column by column, so one wave touches about GROUP_M rows of A
+  tiles and (wave / GROUP_M) columns of B tiles; the wave's programs walk K roughly together,
+  so when the K slices they read at once fit L2 each wave reads its tiles from HBM once,
+  otherwise every program reads its own. Plus C written (with split-K,
+  fp32 partial sums read and written per split) over HBM at its sustained efficiency.
+* T = max(compute, memory) + launch.
+
+All rates are the target file's; the ``model`` section holds the assumptions (L2 bandwidth,
+HBM efficiency, launch cost, accumulator registers).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dse.workload import GemmWorkload
+from search_spaces.base import ConfigBatch
+from search_spaces.triton_gemm import accumulator_registers, smem_bytes
+from search_spaces.triton_gemm.target import GpuTarget
+
+OPERAND_REGISTERS = 40  # per thread, besides accumulators (addresses, indices, operand tiles)
+FULL_RATE_WARPS = 4     # one warp group issues Hopper's wgmma at full rate
+DRIFT_STEPS = 8         # how many pipelines of K steps a wave's programs drift apart
+
+
+def score(batch: ConfigBatch, target: GpuTarget, w: GemmWorkload) -> dict[str, np.ndarray]:
+    """Metric arrays for feasible configs of the ``triton_gemm`` space."""
+    dev, model = target.device, target.model
+    dt, out = w.dtype.in_bytes, w.dtype.out_bytes
+    bm, bn, bk = (batch[n].astype(np.float64) for n in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+    stages, warps = batch["num_stages"], batch["num_warps"]
+    group, split = batch["GROUP_M"].astype(np.float64), batch["SPLIT_K"].astype(np.float64)
+
+    # occupancy
+    smem = smem_bytes(batch, dt).astype(np.float64)
+    threads = 32 * warps
+    regs = np.minimum(accumulator_registers(batch) + OPERAND_REGISTERS,
+                      dev.max_registers_per_thread)
+    resident = np.minimum.reduce([
+        dev.smem_per_sm_bytes // np.maximum(smem, 1),
+        dev.registers_per_sm // (regs * threads),
+        dev.max_threads_per_sm // threads,
+        np.full(len(bm), dev.max_blocks_per_sm)]).astype(np.float64)
+    resident = np.maximum(resident, 1)
+
+    # compute: waves of programs over the SMs
+    tiles_m, tiles_n = np.ceil(w.M / bm), np.ceil(w.N / bn)
+    programs = tiles_m * tiles_n * split
+    slots = dev.sms * resident
+    waves = np.ceil(programs / slots)
+    k_steps = np.ceil(w.K / (bk * split))
+    peak_sm = target.peak_flops(w.dtype.input) * model.mma_efficiency / dev.sms
+    warp_rate = np.minimum(1.0, resident * warps / FULL_RATE_WARPS)
+    t_mma = 2 * bm * bn * bk * resident / (peak_sm * warp_rate)  # a step of every resident
+    l2_sm = model.l2_bytes_per_s / dev.sms
+    t_load = (bm + bn) * bk * dt * resident / l2_sm
+    exposed = np.where(stages >= 3, 0.0, np.where(stages == 2, 0.5, 1.0))
+    t_step = (np.maximum(t_mma, t_load) + exposed * t_load
+              + resident * model.step_overhead_cycles / dev.clock_hz)
+    in_wave = np.minimum(programs, slots)
+    t_compute = waves * k_steps * t_step
+
+    # memory: HBM traffic with L2 reuse from the swizzle
+    per_wave_tiles = in_wave / split
+    rows = np.minimum(tiles_m, np.maximum(group, np.ceil(per_wave_tiles / tiles_n)))
+    cols = np.minimum(tiles_n, np.ceil(per_wave_tiles / np.minimum(group, tiles_m)))
+    wave_bytes = (rows * bm + cols * bn) * w.K * dt
+    # a wave's programs walk K roughly together: L2 must hold the K slices they are reading
+    window = (rows * bm + cols * bn) * np.minimum(w.K, DRIFT_STEPS * bk * stages) * dt
+    fits = window <= dev.l2_bytes
+    inputs = (w.M * w.K + w.K * w.N) * dt
+    reuse_reads = np.maximum(inputs, np.ceil(programs / split / per_wave_tiles) * wave_bytes)
+    no_reuse = programs / split * (bm + bn) * w.K * dt
+    a_b = np.where(fits, np.minimum(reuse_reads, no_reuse), no_reuse)
+    c_bytes = np.where(split > 1, 2 * split * w.M * w.N * 4.0, w.M * w.N * out)
+    hbm = a_b + c_bytes
+    t_memory = hbm / (dev.hbm_bytes_per_s * model.hbm_efficiency)
+
+    latency = np.maximum(t_compute, t_memory) + model.launch_s
+    return {
+        "tops": 2.0 * w.macs / latency / 1e12,
+        "latency_s": latency,
+        "t_comp_s": t_compute,
+        "t_mem_s": t_memory,
+        "bound": np.where(t_compute >= t_memory, "compute", "memory"),
+        "balance": t_compute / t_memory,
+        "programs": programs.astype(np.int64),
+        "resident_per_sm": resident.astype(np.int64),
+        "waves": waves.astype(np.int64),
+        "wave_efficiency": programs / (waves * slots),
+        "smem_bytes": smem,
+        "l1_bytes": smem,  # shared memory is the per-SM scratchpad (rankings break ties on it)
+        "registers_per_thread": regs.astype(np.int64),
+        "dram_bytes": hbm,
+        "dram_bytes_a_b": a_b,
+        "dram_bytes_c": c_bytes,
+        "l2_fits_wave": fits.astype(np.int64),
+    }

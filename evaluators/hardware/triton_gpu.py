@@ -1,0 +1,121 @@
+"""The ``triton`` evaluator: the Triton GEMM of each config measured on an NVIDIA GPU.
+
+Runs in the measurement harness's worker process (one GPU, one run at a time): every config of a
+batch is compiled in parallel and run once against ``torch.matmul`` (a compile failure or
+out-of-resources error is recorded as infeasible with the compiler's reason, a wrong product
+as failed); each correct one is then timed with Triton's benchmarking helper until the
+harness's spread settles. ``torch.matmul`` on the same operands is measured once per workload
+in the same worker and reported beside each result (``torch_tflops``). With
+``interpret=True`` the kernel runs under Triton's CPU interpreter instead: correct results,
+meaningless times.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any, ClassVar
+
+from dse.errors import UsageError
+from dse.results import EvalResult, Status
+from evaluators.base import EvalContext
+from evaluators.hardware import triton_kernel
+from evaluators.hardware.harness import MeasureSettings, Worker, measure
+from search_spaces.base import ConfigBatch
+
+KERNEL = "evaluators.hardware.triton_kernel"
+
+
+def job_of(params: dict[str, Any], ctx: EvalContext, seed: int = 0) -> dict[str, Any]:
+    w = ctx.workload
+    return {"M": w.M, "K": w.K, "N": w.N, "dtype": w.dtype.input, "seed": seed,
+            **{k: int(v) for k, v in params.items()}}
+
+
+class TritonEvaluator:
+    """Measures each config's Triton GEMM (see the module docstring)."""
+
+    name: ClassVar[str] = "triton"
+    version: ClassVar[str] = "1"
+    fidelity: ClassVar[str] = "hardware"
+    spaces: ClassVar[tuple[str, ...]] = ("triton_gemm",)
+    device = "gpu0"
+
+    def __init__(self, interpret: bool = False, min_repeats: int = 2, max_repeats: int = 4,
+                 target_spread: float = 0.05, timeout_s: float = 300.0, seed: int = 0) -> None:
+        self.interpret = interpret
+        self.settings = MeasureSettings(0, min_repeats, max_repeats, target_spread, timeout_s)
+        self.seed = seed
+        self._worker: Worker | None = None
+        self._baselines: dict[tuple[Any, ...], float] = {}
+
+    def _get_worker(self) -> Worker:
+        if self._worker is None:
+            self._worker = Worker({"TRITON_INTERPRET": "1"} if self.interpret else {})
+        return self._worker
+
+    def __getstate__(self) -> dict[str, Any]:  # shipped to Ray workers without the process
+        return {**self.__dict__, "_worker": None}
+
+    def _call(self, function: str, timeout_s: float, **kwargs: Any) -> Any:
+        state, value = self._get_worker().run(f"{KERNEL}:{function}", kwargs, timeout_s)
+        if state == "timeout":
+            raise UsageError(f"the Triton worker did not answer {function} within "
+                             f"{timeout_s:g} s")
+        if state == "error":
+            raise UsageError(f"the Triton worker failed: {value.strip().splitlines()[-1]}")
+        return value
+
+    def _torch_tflops(self, ctx: EvalContext) -> float:
+        w = ctx.workload
+        key = (w.M, w.K, w.N, w.dtype.input)
+        if key not in self._baselines:
+            job = job_of({}, ctx, self.seed)
+            m = measure(self._get_worker(), f"{KERNEL}:torch_matmul", job, self.settings,
+                        self.device)
+            self._baselines[key] = 2.0 * w.macs / m.median / 1e12 if m.times else 0.0
+        return self._baselines[key]
+
+    def evaluate(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
+        feasibility = ctx.space.check(batch)
+        configs = ctx.space.decode(batch)
+        runnable = [i for i in range(len(configs)) if feasibility.ok[i]]
+        jobs = [job_of(configs[i], ctx, self.seed) for i in runnable]
+        checked = dict(zip(runnable, self._call("check_many", self.settings.timeout_s * 4,
+                                                jobs=jobs), strict=True)) if jobs else {}
+        provenance = self._call("device", 60.0) if jobs else {}
+        results = []
+        for i, params in enumerate(configs):
+            if not feasibility.ok[i]:
+                results.append(EvalResult(Status.INFEASIBLE, params,
+                                          reason=ctx.space.explain(batch, i)))
+                continue
+            outcome = checked[i]
+            if outcome["status"] != "ok":
+                results.append(EvalResult(Status(outcome["status"]), params,
+                                          reason=outcome["reason"]))
+                continue
+            m = measure(self._get_worker(), f"{KERNEL}:run", job_of(params, ctx, self.seed),
+                        self.settings, self.device)
+            if m.status is not Status.OK:
+                results.append(EvalResult(m.status, params, {"times_s": m.times},
+                                          reason=m.reason, elapsed_s=sum(m.times)))
+                continue
+            results.append(EvalResult(Status.OK, params, {
+                "tops": 2.0 * ctx.workload.macs / m.median / 1e12, "latency_s": m.median,
+                "spread": m.spread, "repeats": len(m.times), "times_s": m.times,
+                "torch_tflops": self._torch_tflops(ctx),
+                "max_relative_error": outcome["max_relative_error"], **provenance},
+                elapsed_s=sum(m.times)))
+        return results
+
+    def offline_job(self, params: dict[str, Any], ctx: EvalContext) -> dict[str, Any]:
+        """The job the offline runner performs on a GPU box: this kernel module's source and
+        the config (the box needs PyTorch and Triton only)."""
+        source = Path(inspect.getfile(triton_kernel)).read_text()
+        return {"kind": "python", "source": source, "entry": "offline_run",
+                "args": {"jobs": [job_of(params, ctx, self.seed)]}}
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()

@@ -1,0 +1,249 @@
+"""A parameterised Triton GEMM, checked against ``torch.matmul`` and timed on the GPU.
+
+This module needs only PyTorch and Triton (no dse): the ``triton`` evaluator runs it in the
+measurement harness's worker process, and ``dse export-configs`` ships its source to a GPU box
+where the offline runner executes it. ``TRITON_INTERPRET=1`` (set before Triton is imported)
+runs the same kernel on the CPU with Triton's interpreter, for correctness only.
+
+Jobs are dicts: M, K, N, dtype (``bf16``, ``fp16``, ``fp32``), the seven kernel parameters
+(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, num_stages, num_warps) and a seed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import time
+from collections import namedtuple
+from typing import Any
+
+RunOutput = namedtuple("RunOutput", "seconds correct detail")  # what the harness reads
+KERNEL_PARAMS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K")
+_KERNEL: Any = None
+_DATA: dict[tuple[Any, ...], Any] = {}
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _build_kernel() -> Any:
+    # module globals: Triton resolves ``tl`` in the kernel's globals when it compiles
+    global triton, tl
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def matmul(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+               stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr):
+        # program ids walk GROUP_M block rows together, column by column (L2 reuse)
+        pid, pid_k = tl.program_id(0), tl.program_id(1)
+        grid_m, grid_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
+        width = GROUP_M * grid_n
+        group = pid // width
+        rows = tl.minimum(grid_m - group * GROUP_M, GROUP_M)
+        pid_m = group * GROUP_M + (pid % width) % rows
+        pid_n = (pid % width) // rows
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        rk = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for step in range(0, tl.cdiv(K, BLOCK_K * SPLIT_K)):
+            k = rk + step * BLOCK_K * SPLIT_K
+            x = tl.load(a + rm[:, None] * stride_am + k[None, :] * stride_ak,
+                        mask=(rm[:, None] < M) & (k[None, :] < K), other=0.0)
+            y = tl.load(b + k[:, None] * stride_bk + rn[None, :] * stride_bn,
+                        mask=(k[:, None] < K) & (rn[None, :] < N), other=0.0)
+            acc += tl.dot(x, y)
+        target = c + rm[:, None] * stride_cm + rn[None, :] * stride_cn
+        inside = (rm[:, None] < M) & (rn[None, :] < N)
+        if SPLIT_K == 1:
+            tl.store(target, acc.to(c.dtype.element_ty), mask=inside)
+        else:  # partial sums of K slices meet in an fp32 C
+            tl.atomic_add(target, acc, mask=inside)
+
+    return matmul
+
+
+def kernel() -> Any:
+    global _KERNEL
+    if _KERNEL is None:
+        _KERNEL = _build_kernel()
+    return _KERNEL
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
+
+
+def _operands(job: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """A, B and the fp32 reference, made once per problem and reused."""
+    import torch
+
+    key = (job["M"], job["K"], job["N"], job["dtype"], job.get("seed", 0))
+    if key not in _DATA:
+        device = "cpu" if interpreting() else "cuda"
+        generator = torch.Generator(device=device).manual_seed(job.get("seed", 0))
+        dtype = _torch_dtype(job["dtype"])
+        a = torch.randn(job["M"], job["K"], generator=generator, device=device).to(dtype)
+        b = torch.randn(job["K"], job["N"], generator=generator, device=device).to(dtype)
+        _DATA.clear()  # one problem at a time keeps GPU memory bounded
+        _DATA[key] = (a, b, a.float() @ b.float())
+    return _DATA[key]
+
+
+def _launch(job: dict[str, Any], a: Any, b: Any) -> Any:
+    import torch
+    import triton
+
+    split = job["SPLIT_K"]
+    out_dtype = torch.float32 if split > 1 else a.dtype
+    c = torch.zeros(job["M"], job["N"], dtype=out_dtype, device=a.device)
+    grid = (triton.cdiv(job["M"], job["BLOCK_M"]) * triton.cdiv(job["N"], job["BLOCK_N"]),
+            split)
+    options = {} if interpreting() else {"num_stages": job["num_stages"],
+                                         "num_warps": job["num_warps"]}
+    kernel()[grid](a, b, c, job["M"], job["N"], job["K"], a.stride(0), a.stride(1),
+                   b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                   **{p: job[p] for p in KERNEL_PARAMS}, **options)
+    return c
+
+
+def tolerance(dtype: str, k: int) -> float:
+    """Largest |error| / max|reference| accepted: the inputs' rounding grows with sqrt(K)."""
+    unit = {"bf16": 2 ** -8, "fp16": 2 ** -11, "fp32": 2 ** -10}[dtype]  # fp32 runs as TF32
+    return 4 * unit * max(k, 1) ** 0.5 / 8
+
+
+COMPILER_ERRORS = ("OutOfResources", "CompilationError", "InterpreterError")
+
+
+def _rejected_by_compiler(exc: BaseException) -> bool:
+    """Whether Triton refused the config (resources, an invalid shape), not the run failing."""
+    if type(exc).__name__ in COMPILER_ERRORS or "out of resource" in str(exc).lower():
+        return True
+    cause = exc.__cause__ or exc.__context__
+    return cause is not None and _rejected_by_compiler(cause)
+
+
+def check(**job: Any) -> dict[str, Any]:
+    """Compile and run once: ``ok`` with the error, ``infeasible`` with the compiler's reason
+    (out of resources, an invalid layout), or ``failed`` for a wrong product."""
+    a, b, reference = _operands(job)
+    try:
+        c = _launch(job, a, b)
+    except Exception as exc:  # noqa: BLE001 - compile errors surface here, reported as data
+        name = type(exc).__name__
+        if _rejected_by_compiler(exc):
+            return {"status": "infeasible", "reason": f"Triton: {name}: {exc}"[:2000]}
+        return {"status": "failed", "reason": f"{name}: {exc}"[:2000]}
+    error = float((c.float() - reference).abs().max()) / max(float(reference.abs().max()),
+                                                              1e-30)
+    if not error <= tolerance(job["dtype"], job["K"]):
+        return {"status": "failed", "reason": f"wrong product: max relative error {error:.3g}"}
+    return {"status": "ok", "max_relative_error": error}
+
+
+def check_many(jobs: list[dict[str, Any]], workers: int = 8) -> list[dict[str, Any]]:
+    """:func:`check` for several configs of one problem, compiling them in parallel threads
+    (Triton's compiler runs ptxas as a subprocess) before each runs once."""
+    import triton
+
+    warm = getattr(kernel(), "warmup", None)
+
+    def compile_only(job: dict[str, Any]) -> None:
+        if warm is None or interpreting():
+            return
+        a, b, _ = _operands(job)
+        try:
+            grid = (triton.cdiv(job["M"], job["BLOCK_M"]) * triton.cdiv(job["N"],
+                                                                        job["BLOCK_N"]),
+                    job["SPLIT_K"])
+            c = a.new_zeros(1)  # only its type and alignment matter to the compiler
+            warm(a, b, c, job["M"], job["N"], job["K"], a.stride(0), a.stride(1),
+                 b.stride(0), b.stride(1), job["N"], 1, grid=grid,
+                 num_stages=job["num_stages"], num_warps=job["num_warps"],
+                 **{p: job[p] for p in KERNEL_PARAMS})
+        except Exception:  # noqa: BLE001 - check() reports the error properly
+            pass
+
+    if jobs:
+        _operands(jobs[0])
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(compile_only, jobs))
+    return [check(**job) for job in jobs]
+
+
+def _bench(fn: Any) -> float:
+    """Median seconds of ``fn`` with Triton's benchmarking helper (CUDA events, L2 flushed)."""
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") / 1e3
+
+
+def run(**job: Any) -> RunOutput:
+    """One timed measurement of the config (the harness repeats it)."""
+    a, b, reference = _operands(job)
+    if interpreting():
+        start = time.perf_counter()
+        c = _launch(job, a, b)
+        seconds = time.perf_counter() - start
+    else:
+        c = _launch(job, a, b)
+        seconds = _bench(lambda: _launch(job, a, b))
+    error = float((c.float() - reference).abs().max()) / max(float(reference.abs().max()),
+                                                              1e-30)
+    return RunOutput(seconds, error <= tolerance(job["dtype"], job["K"]),
+                     f"max relative error {error:.3g}")
+
+
+def torch_matmul(**job: Any) -> RunOutput:
+    """``torch.matmul`` on the same operands: the baseline measured in the same run."""
+    import torch
+
+    a, b, _ = _operands(job)
+    if interpreting():
+        start = time.perf_counter()
+        torch.matmul(a, b)
+        return RunOutput(time.perf_counter() - start, True, "cpu")
+    return RunOutput(_bench(lambda: torch.matmul(a, b)), True, "")
+
+
+def device() -> dict[str, Any]:
+    """What the runs are on: the GPU (or CPU under the interpreter) and the versions."""
+    import torch
+    import triton
+
+    info = {"torch": torch.__version__, "triton": triton.__version__,
+            "interpreted": interpreting()}
+    if torch.cuda.is_available() and not interpreting():
+        props = torch.cuda.get_device_properties(0)
+        info.update(device=props.name, sms=props.multi_processor_count,
+                    cuda=torch.version.cuda)
+    else:
+        info["device"] = "cpu (Triton interpreter)"
+    return info
+
+
+def offline_run(jobs: list[dict[str, Any]], repeats: int = 3) -> list[dict[str, Any]]:
+    """The offline runner's entry: check, time and compare every job against torch.matmul."""
+    results = []
+    baseline: dict[tuple[Any, ...], float] = {}
+    for job, checked in zip(jobs, check_many(jobs), strict=True):
+        if checked["status"] != "ok":
+            results.append(checked)
+            continue
+        times = [run(**job).seconds for _ in range(repeats)]
+        key = (job["M"], job["K"], job["N"], job["dtype"])
+        if key not in baseline:
+            baseline[key] = min(torch_matmul(**job).seconds for _ in range(repeats))
+        seconds = sorted(times)[len(times) // 2]
+        flops = 2.0 * job["M"] * job["K"] * job["N"]
+        results.append({"status": "ok", "metrics": {
+            "latency_s": seconds, "tops": flops / seconds / 1e12, "times_s": times,
+            "torch_tflops": flops / baseline[key] / 1e12,
+            "max_relative_error": checked["max_relative_error"], **device()}})
+    return results

@@ -1,0 +1,178 @@
+"""Design space of a Triton GEMM on NVIDIA GPUs: tile sizes, pipeline stages (buffer count),
+warps, the program-id swizzle (GROUP_M) and split-K."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+
+from dse.errors import UsageError
+from dse.workload import GemmWorkload
+from search_spaces.base import ConfigBatch, IntParam, Param, SearchSpaceBase
+from search_spaces.triton_gemm.target import GpuTarget
+
+BLOCKS = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+DOMAINS: dict[str, tuple[int, ...]] = {
+    "BLOCK_M": (16, 32, 64, 128, 256), "BLOCK_N": (16, 32, 64, 128, 256),
+    "BLOCK_K": (16, 32, 64, 128, 256), "num_stages": (1, 2, 3, 4, 5, 6),
+    "num_warps": (1, 2, 4, 8, 16), "GROUP_M": (1, 2, 4, 8, 16, 32),
+    "SPLIT_K": (1, 2, 4, 8, 16)}
+HELP = {"BLOCK_M": "rows of C a program computes (power of two)",
+        "BLOCK_N": "columns of C a program computes (power of two)",
+        "BLOCK_K": "depth of one step of the K loop (power of two)",
+        "num_stages": "K steps in flight: shared-memory buffers of A and B tiles",
+        "num_warps": "warps a program runs (power of two)",
+        "GROUP_M": "program-id swizzle: block rows walked together so A and B tiles are "
+                   "reused from L2",
+        "SPLIT_K": "programs sharing one C tile's K (partial sums added atomically)"}
+
+
+def _params() -> dict[str, Param]:
+    return {name: IntParam(name, HELP[name], 1) for name in DOMAINS}
+
+
+def _pow2(x: np.ndarray) -> np.ndarray:
+    return (x > 0) & ((x & (x - 1)) == 0)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    doc: str
+    check: Any
+    explain: Any
+
+
+def smem_bytes(b: ConfigBatch, in_bytes: int) -> np.ndarray:
+    """Shared memory a program needs: its stages of A and B tiles."""
+    return b["num_stages"] * (b["BLOCK_M"] + b["BLOCK_N"]) * b["BLOCK_K"] * in_bytes
+
+
+def accumulator_registers(b: ConfigBatch) -> np.ndarray:
+    """FP32 accumulator registers per thread."""
+    return b["BLOCK_M"] * b["BLOCK_N"] // (32 * b["num_warps"])
+
+
+def _rules(target: GpuTarget, w: GemmWorkload) -> tuple[Rule, ...]:
+    dt, dev = w.dtype.in_bytes, target.device
+    acc_max = target.model.accumulator_registers_max
+
+    def fmt(b: ConfigBatch, i: int, names: Sequence[str]) -> str:
+        return ", ".join(f"{n}={int(b[n][i])}" for n in names)
+
+    def covers(b: ConfigBatch, name: str, dim: int) -> np.ndarray:
+        return b[name] < max(16, 2 * dim)  # at most the next power of two above the dim
+
+    return (
+        Rule("power_of_two", "blocks and warps are powers of two (tl.arange, layouts)",
+             lambda b: np.all([_pow2(b[n]) for n in (*BLOCKS, "num_warps", "GROUP_M",
+                                                     "SPLIT_K")], axis=0),
+             lambda b, i: "powers of two only: " + fmt(b, i, (*BLOCKS, "num_warps", "GROUP_M",
+                                                                "SPLIT_K"))),
+        Rule("tensor_core_shape", "every warp owns at least a 16x16 accumulator tile and K steps "
+             "are whole 16-deep MMAs",
+             lambda b: (b["BLOCK_M"] >= 16) & (b["BLOCK_N"] >= 16) & (b["BLOCK_K"] >= 16)
+             & (b["BLOCK_M"] * b["BLOCK_N"] >= 256 * b["num_warps"]),
+             lambda b, i: f"{int(b['num_warps'][i])} warps need a C tile of at least "
+                          f"{256 * int(b['num_warps'][i])} elements (16x16 each), got "
+                          f"{int(b['BLOCK_M'][i])}x{int(b['BLOCK_N'][i])}"),
+        Rule("shared_memory", "num_stages x (BLOCK_M + BLOCK_N) x BLOCK_K x bytes fits a "
+             "block's shared memory",
+             lambda b: smem_bytes(b, dt) <= dev.smem_per_block_bytes,
+             lambda b, i: f"{int(b['num_stages'][i])} x ({int(b['BLOCK_M'][i])} + "
+                          f"{int(b['BLOCK_N'][i])}) x {int(b['BLOCK_K'][i])} x {dt} B = "
+                          f"{int(smem_bytes(b, dt)[i]):,} B exceeds the "
+                          f"{dev.smem_per_block_bytes:,} B a block may use"),
+        Rule("registers", f"fp32 accumulators per thread at most {acc_max} (of "
+             f"{dev.max_registers_per_thread}: operands and addresses need the rest)",
+             lambda b: accumulator_registers(b) <= acc_max,
+             lambda b, i: f"{int(b['BLOCK_M'][i])} x {int(b['BLOCK_N'][i])} accumulators over "
+                          f"{32 * int(b['num_warps'][i])} threads is "
+                          f"{int(accumulator_registers(b)[i])} registers a thread (> {acc_max})"),
+        Rule("within_problem", "blocks no larger than the next power of two above the matrix",
+             lambda b: covers(b, "BLOCK_M", w.M) & covers(b, "BLOCK_N", w.N)
+             & covers(b, "BLOCK_K", w.K),
+             lambda b, i: f"blocks {fmt(b, i, BLOCKS)} exceed the {w.M}x{w.K}x{w.N} problem"),
+        Rule("split_k", "each of SPLIT_K programs gets at least one BLOCK_K step",
+             lambda b: b["SPLIT_K"] * b["BLOCK_K"] <= max(w.K, 16),
+             lambda b, i: f"SPLIT_K={int(b['SPLIT_K'][i])} x BLOCK_K="
+                          f"{int(b['BLOCK_K'][i])} exceeds K={w.K}"),
+        Rule("stages", "at least one K step in flight and no more than the K loop has",
+             lambda b: (b["num_stages"] >= 1) & (
+                 b["num_stages"] <= np.maximum(1, -(-w.K // (b["BLOCK_K"] * b["SPLIT_K"])))),
+             lambda b, i: f"num_stages={int(b['num_stages'][i])} for a K loop of "
+                          f"{-(-w.K // int(b['BLOCK_K'][i] * b['SPLIT_K'][i]))} steps"),
+    )
+
+
+class TritonGemmSpace(SearchSpaceBase):
+    """Block sizes, stages, warps, swizzle and split-K of a Triton GEMM on one GPU."""
+
+    name = "triton_gemm"
+    required = BLOCKS
+
+    def __init__(self, target: GpuTarget, workload: GemmWorkload,
+                 extra_constraints: Sequence[str] = ()) -> None:
+        if workload.dtype.name not in target.dtypes:
+            raise UsageError(f"dtype {workload.dtype.name!r} is not supported on {target.name}; "
+                             f"valid: {', '.join(target.dtypes)}")
+        if extra_constraints:
+            raise UsageError(f"unknown constraint {extra_constraints[0]!r}; the triton_gemm "
+                             "space has no optional constraints")
+        self.target, self.workload = target, workload
+        self._params = _params()
+        self.constraints = _rules(target, workload)
+
+    def defaults(self) -> dict[str, Any]:
+        return {"num_stages": 3, "num_warps": 4, "GROUP_M": 8, "SPLIT_K": 1}
+
+    def chunks(self, fix: Mapping[str, Any] | None = None,
+               free: Iterable[str] = ()) -> Iterator[tuple[ConfigBatch, int]]:
+        """Every combination of the domains (5 x 5 x 5 x 6 x 5 x 6 x 5 = 112,500), fixed
+        parameters held; one batch a SPLIT_K value."""
+        fixed = self.parse(fix or {})
+        for name in free:
+            if name not in self._params:
+                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
+        axes = {n: [fixed[n]] if n in fixed else list(v) for n, v in DOMAINS.items()}
+        for split in axes.pop("SPLIT_K"):
+            combos = np.array(list(itertools.product(*axes.values())), dtype=np.int64)
+            batch = {n: combos[:, i] for i, n in enumerate(axes)}
+            batch["SPLIT_K"] = np.full(len(combos), split, dtype=np.int64)
+            yield {n: batch[n] for n in self._params}, len(combos)
+
+    def n_chunks(self, free: Iterable[str] = ()) -> int:
+        return len(DOMAINS["SPLIT_K"])
+
+    def optuna_encoding(self, fix: Mapping[str, Any], free: Sequence[str],
+                        ranges: Mapping[str, tuple[int, int]]) -> TritonEncoding:
+        return TritonEncoding(self, self.parse(fix), ranges)
+
+
+class TritonEncoding:
+    """Each parameter a category of its domain (inside the study's ranges)."""
+
+    def __init__(self, space: TritonGemmSpace, fix: Mapping[str, Any],
+                 ranges: Mapping[str, tuple[int, int]]) -> None:
+        self._space, self._fix = space, dict(fix)
+        self._dists: dict[str, BaseDistribution] = {}
+        for name, values in DOMAINS.items():
+            if name in fix:
+                continue
+            lo, hi = ranges.get(name, (values[0], values[-1]))
+            kept = tuple(v for v in values if lo <= v <= hi)
+            if not kept:
+                raise UsageError(f"range of {name} [{lo}, {hi}] holds none of {values}")
+            self._dists[name] = CategoricalDistribution(kept)
+
+    def distributions(self) -> dict[str, BaseDistribution]:
+        return dict(self._dists)
+
+    def decode(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
+        config = {**self._space.defaults(), **self._fix, **sampled}
+        return {name: int(config[name]) for name in self._space.params()}

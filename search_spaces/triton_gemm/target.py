@@ -1,0 +1,121 @@
+"""NVIDIA GPU targets for Triton GEMMs (``dse/targets/h100.toml``, ``h200.toml``), and reading
+the same constants from the device when one is present."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dse.dtypes import DTYPE_PAIRS
+from dse.errors import TargetFileError
+from dse.target import _build, _check_keys, digest_of
+
+
+@dataclass(frozen=True)
+class Device:
+    sms: int
+    clock_hz: float
+    smem_per_block_bytes: int
+    smem_per_sm_bytes: int
+    registers_per_sm: int
+    max_registers_per_thread: int
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    l2_bytes: int
+    hbm_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """Dense tensor-core peaks in FLOP/s, by input type."""
+
+    bf16: float
+    fp16: float
+    fp32: float
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    l2_bytes_per_s: float
+    hbm_efficiency: float
+    launch_s: float
+    mma_efficiency: float
+    step_overhead_cycles: float
+    accumulator_registers_max: int
+
+
+@dataclass(frozen=True)
+class GpuTarget:
+    name: str
+    description: str
+    space: str
+    dtypes: tuple[str, ...]
+    device: Device
+    tensor: Tensor
+    model: GpuModel
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.pop("source")
+        data["dtypes"] = list(self.dtypes)
+        return data
+
+    def digest(self) -> str:
+        return digest_of(self.to_dict())
+
+    def peak_flops(self, input_type: str) -> float:
+        return float(getattr(self.tensor, input_type))
+
+    def compute_units(self) -> tuple[str, float]:
+        return f"{self.device.sms} SMs", self.device.clock_hz
+
+    def roofline(self) -> tuple[float, float]:
+        return self.tensor.bf16, self.device.hbm_bytes_per_s
+
+    def with_device(self, **values: Any) -> GpuTarget:
+        return dataclasses.replace(self, device=dataclasses.replace(self.device, **values))
+
+
+def gpu_target_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> GpuTarget:
+    """Validate a parsed GPU target table and build the :class:`GpuTarget`."""
+    names = {f.name for f in dataclasses.fields(GpuTarget)} - {"source"}
+    _check_keys(raw, names, source, "")
+    dtypes = raw["dtypes"]
+    if not isinstance(dtypes, list) or not dtypes or any(d not in DTYPE_PAIRS for d in dtypes):
+        raise TargetFileError(f"{source}: key 'dtypes': expected a list of dtype pairs from "
+                              f"{', '.join(DTYPE_PAIRS)}")
+    hints = typing.get_type_hints(GpuTarget)
+    sections = {name: _build(hints[name], raw[name], source, name)
+                for name in ("device", "tensor", "model")}
+    return GpuTarget(name=str(raw["name"]), description=str(raw["description"]),
+                     space=str(raw["space"]), dtypes=tuple(dtypes), source=source, **sections)
+
+
+def device_properties(index: int = 0) -> dict[str, Any] | None:
+    """What the GPU at ``index`` reports through PyTorch (None without PyTorch or a GPU)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(index)
+    found = {"name": props.name, "sms": props.multi_processor_count,
+             "l2_bytes": getattr(props, "L2_cache_size", None),
+             "registers_per_sm": getattr(props, "regs_per_multiprocessor", None),
+             "max_threads_per_sm": getattr(props, "max_threads_per_multi_processor", None),
+             "smem_per_block_bytes": getattr(props, "shared_memory_per_block_optin", None),
+             "smem_per_sm_bytes": getattr(props, "shared_memory_per_multiprocessor", None)}
+    return {k: v for k, v in found.items() if v}
+
+
+def from_device(target: GpuTarget, properties: Mapping[str, Any] | None) -> GpuTarget:
+    """``target`` with the constants the device reports (the rest from the file)."""
+    if not properties:
+        return target
+    fields = {f.name for f in dataclasses.fields(Device)}
+    return target.with_device(**{k: v for k, v in properties.items() if k in fields})

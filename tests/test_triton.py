@@ -1,0 +1,191 @@
+"""The GPU target: Triton GEMM space, constraints, analytical model, the kernel under Triton's
+interpreter and the offline runner's format. Measurements on a real GPU are the job of
+benchmarks/triton_gpu_studies.py on a machine that has one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dse.cli import main
+from dse.problem import build_context, build_evaluator
+from dse.target import load_target
+from search_spaces.triton_gemm.target import device_properties, from_device
+
+GOOD = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3, num_warps=4, GROUP_M=8,
+            SPLIT_K=1)
+
+
+def scored(shape, dtype="bf16-bf16", target="h200", **params):
+    ctx = build_context(target, dtype, shape)
+    batch = ctx.space.encode([ctx.space.resolve({**GOOD, **params})])
+    return build_evaluator("analytical").evaluate(batch, ctx)[0]
+
+
+def test_targets_and_reading_the_device():
+    h100, h200 = load_target("h100"), load_target("h200")
+    assert h100.device.sms == h200.device.sms == 132
+    assert h200.device.hbm_bytes_per_s > h100.device.hbm_bytes_per_s
+    assert h200.device.smem_per_block_bytes == 232_448
+    assert h200.peak_flops("bf16") == pytest.approx(989.4e12)
+    read = from_device(h200, {"name": "NVIDIA H200", "sms": 120, "l2_bytes": 60 << 20})
+    assert (read.device.sms, read.device.l2_bytes) == (120, 60 << 20)
+    assert from_device(h200, None) == h200
+    if device_properties() is None:  # this machine: no GPU, the file's constants hold
+        assert from_device(h200, device_properties()) == h200
+
+
+def test_space_has_exactly_the_triton_parameters():
+    ctx = build_context("h200", "bf16-bf16", "4096x4096x4096")
+    assert list(ctx.space.params()) == ["BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages",
+                                        "num_warps", "GROUP_M", "SPLIT_K"]
+    batch, box = ctx.space.enumerate()
+    assert box == 112_500 and ctx.space.check(batch).ok.sum() > 10_000
+
+
+@pytest.mark.parametrize(("params", "reason"), [
+    (dict(num_stages=4, BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, num_warps=16),
+     "4 x (256 + 256) x 128 x 2 B = 524,288 B exceeds the 232,448 B a block may use"),
+    (dict(BLOCK_M=256, BLOCK_N=256, num_warps=4), "256 x 256 accumulators over 128 threads"),
+    (dict(BLOCK_M=16, BLOCK_N=16, num_warps=4), "4 warps need a C tile of at least 1024"),
+    (dict(BLOCK_M=96), "powers of two only"),
+    (dict(SPLIT_K=128, BLOCK_K=64), "exceeds K=4096"),
+])
+def test_constraints_say_why(params, reason):
+    result = scored("4096x4096x4096", **params)
+    assert not result.ok and reason in result.reason
+
+
+def test_model_wave_quantisation_and_decode_shapes():
+    big = scored("4096x4096x4096")
+    assert big.ok and big.metrics["bound"] == "compute" and big.metrics["programs"] == 1024
+    slots = 132 * big.metrics["resident_per_sm"]
+    assert big.metrics["waves"] == -(-1024 // slots)
+    decode = scored("64x4096x4096", BLOCK_M=64)
+    assert decode.metrics["programs"] == 32 and decode.metrics["wave_efficiency"] < 0.5
+    # split-K fills idle SMs on a decode-like GEMM
+    split = scored("64x4096x4096", BLOCK_M=64, SPLIT_K=4)
+    assert split.metrics["programs"] == 4 * decode.metrics["programs"]
+    assert split.metrics["latency_s"] < decode.metrics["latency_s"]
+
+
+def test_model_swizzle_and_stages():
+    plain = scored("8192x8192x8192", GROUP_M=1, BLOCK_M=64, BLOCK_N=64)
+    grouped = scored("8192x8192x8192", GROUP_M=8, BLOCK_M=64, BLOCK_N=64)
+    assert grouped.metrics["dram_bytes"] < plain.metrics["dram_bytes"]
+    assert scored("4096x4096x4096", num_stages=1).metrics["latency_s"] > \
+        scored("4096x4096x4096", num_stages=3).metrics["latency_s"]
+
+
+def test_search_and_evaluate_follow_the_cli_contract(capsys):
+    args = ["evaluate", "--target", "h200", "--dtype", "bf16-bf16", "--shape",
+            "4096x4096x4096", *[f"--param={k}={v}" for k, v in GOOD.items()], "--json"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["status"] == "ok" and 100 < data["metrics"]["tops"] < 989.4
+    assert main([*args[:-1], "--param=BLOCK_M=96", "--json"]) == 1
+    assert "powers of two only" in json.loads(capsys.readouterr().out)["reason"]
+    assert main(["search", "--target", "h200", "--dtype", "bf16-bf16", "--shape",
+                 "64x4096x4096", "--top", "3", "--json"]) == 0
+    top = json.loads(capsys.readouterr().out)["top"]
+    assert len(top) == 3 and all(t["metrics"]["tops"] > 0 for t in top)
+
+
+# --- the kernel, under Triton's interpreter -------------------------------------------------
+
+def _interpreter_or_skip() -> None:
+    for module in ("torch", "triton"):
+        try:
+            __import__(module)
+        except ImportError:
+            pytest.skip(f"{module} is not installed: the Triton interpreter tests need "
+                        "pip install -e '.[test]'")
+
+
+CONFIGS = [dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, GROUP_M=1, SPLIT_K=1),
+           dict(BLOCK_M=64, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, SPLIT_K=1),
+           dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=16, GROUP_M=4, SPLIT_K=2)]
+
+
+@pytest.fixture(scope="module")
+def interpreted():
+    _interpreter_or_skip()
+    from evaluators.hardware.triton_gpu import TritonEvaluator
+
+    evaluator = TritonEvaluator(interpret=True, min_repeats=1, max_repeats=1)
+    yield evaluator
+    evaluator.close()
+
+
+@pytest.mark.parametrize("dtype", ["fp16-fp16", "fp32-fp32"])
+def test_kernel_is_correct_under_the_interpreter(interpreted, dtype):
+    ctx = build_context("h200", dtype, "96x80x72")  # ragged: every edge is masked
+    configs = [ctx.space.resolve({**c, "num_warps": 1, "num_stages": 1}) for c in CONFIGS]
+    results = interpreted.evaluate(ctx.space.encode(configs), ctx)
+    assert [r.status.value for r in results] == ["ok"] * 3, [r.reason for r in results]
+    for r in results:
+        assert r.metrics["max_relative_error"] < 1e-2
+        assert r.metrics["torch_tflops"] > 0 and r.metrics["interpreted"] is True
+
+
+def test_bf16_under_the_interpreter(interpreted):
+    ctx = build_context("h200", "bf16-bf16", "96x80x72")
+    config = ctx.space.resolve({**CONFIGS[0], "num_warps": 1, "num_stages": 1})
+    (result,) = interpreted.evaluate(ctx.space.encode([config]), ctx)
+    if result.status.value == "failed" and "wrong product" in (result.reason or ""):
+        pytest.skip("Triton's interpreter runs kernels on NumPy, which has no bfloat16: the "
+                    f"bf16 product comes out wrong on this machine ({result.reason}); fp16 and "
+                    "fp32 are checked instead, bf16 on a GPU by benchmarks/triton_gpu_studies.py")
+    assert result.ok and result.metrics["max_relative_error"] < 2e-2
+
+
+def test_compile_errors_are_infeasible_with_the_reason(interpreted):
+    job = {"M": 64, "K": 64, "N": 64, "dtype": "fp16", "seed": 0, "BLOCK_M": 48,
+           "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 1, "SPLIT_K": 1, "num_stages": 1,
+           "num_warps": 1}
+    (outcome,) = interpreted._call("check_many", 120, jobs=[job])
+    assert outcome["status"] == "infeasible" and "Triton" in outcome["reason"]
+    assert "power of 2" in outcome["reason"] or "power of two" in outcome["reason"]
+
+
+def test_offline_runner_round_trip(tmp_path):
+    _interpreter_or_skip()
+    from dse.study.query import load_trials
+    from dse.study.runner import run_study
+    from dse.study.spec import study_from_dict
+
+    storage = str(tmp_path / "t.db")
+    run_study(study_from_dict({"name": "tri", "target": "h200", "sampler": "random", "seed": 2,
+                               "workload": {"shape": "96x80x72", "dtype": "fp16-fp16"},
+                               "space": {"fix": {"num_warps": 1, "num_stages": 1,
+                                                 "BLOCK_K": 16, "SPLIT_K": 1},
+                                         "range": {"BLOCK_M": [16, 64],
+                                                    "BLOCK_N": [16, 64]}},
+                               "budget": {"trials": 12}}), storage)
+    configs = tmp_path / "configs.json"
+    assert main(["export-configs", "tri", "--storage", storage, "--evaluator", "triton",
+                 "--top", "2", "--out", str(configs)]) == 0
+    exported = json.loads(configs.read_text())
+    assert exported["evaluator"]["name"] == "triton" and len(exported["configs"]) == 2
+    job = exported["configs"][0]["job"]
+    assert job["kind"] == "python" and job["entry"] == "offline_run"
+    assert "import dse" not in job["source"] and "@triton.jit" in job["source"]
+    results = tmp_path / "results.json"
+    runner = os.path.join(os.path.dirname(__file__), "..", "dse", "offline", "runner.py")
+    done = subprocess.run([sys.executable, runner, str(configs), str(results)],
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(results.read_text())
+    assert [r["status"] for r in data["results"]] == ["ok", "ok"]
+    assert all(r["metrics"]["torch_tflops"] > 0 for r in data["results"])
+    assert main(["ingest", str(results), "--storage", storage]) == 0
+    frame = load_trials(storage, "tri")
+    measured = frame[frame["evaluator"] == "triton"]
+    assert len(measured) == 2 and (measured["status"] == "ok").all()
+    assert np.isfinite(measured["tops"]).all()
