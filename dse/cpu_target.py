@@ -3,15 +3,12 @@ coefficients of the CPU GEMM model (fitted to measurements by ``dse calibrate``)
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dse.dtypes import DTYPE_PAIRS
-from dse.errors import TargetFileError
-from dse.target import _ZERO_OK, _build, _check_keys, digest_of
+from dse.target import _ZERO_OK, FamilyTarget, family_sections
 
 SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 
@@ -42,7 +39,7 @@ class CpuModel:
 
 
 @dataclass(frozen=True)
-class CpuTarget:
+class CpuTarget(FamilyTarget):
     name: str
     description: str
     space: str
@@ -50,15 +47,6 @@ class CpuTarget:
     caches: CacheSpec
     model: CpuModel
     source: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data.pop("source")
-        data["dtypes"] = list(self.dtypes)
-        return data
-
-    def digest(self) -> str:
-        return digest_of(self.to_dict())
 
 
 def system_caches() -> CacheSpec:
@@ -79,17 +67,10 @@ def system_caches() -> CacheSpec:
 
 
 def cpu_target_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> CpuTarget:
-    names = {f.name for f in dataclasses.fields(CpuTarget)} - {"source"}
-    _check_keys(raw, names, source, "")
-    dtypes = raw["dtypes"]
-    if not isinstance(dtypes, list) or not dtypes or any(d not in DTYPE_PAIRS for d in dtypes):
-        raise TargetFileError(f"{source}: key 'dtypes': expected a list of dtype pairs from "
-                              f"{', '.join(DTYPE_PAIRS)}")
-    declared = _build(CacheSpec, raw["caches"], source, "caches")
+    values = family_sections(CpuTarget, raw, source, ("caches", "model"))
+    declared = values.pop("caches")
     found = system_caches()
     caches = CacheSpec(*(getattr(declared, f) or getattr(found, f) or default
                          for f, default in (("l1_bytes", 32768), ("l2_bytes", 1 << 20),
                                             ("l3_bytes", 8 << 20))))
-    return CpuTarget(name=str(raw["name"]), description=str(raw["description"]),
-                     space=str(raw["space"]), dtypes=tuple(dtypes), caches=caches,
-                     model=_build(CpuModel, raw["model"], source, "model"), source=source)
+    return CpuTarget(caches=caches, **values)

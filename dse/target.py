@@ -198,6 +198,37 @@ def digest_of(constants: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+class FamilyTarget:
+    """What every dataclass target of a family with its own schema shares: its constants as a
+    dict (without the file's path) and their digest."""
+
+    dtypes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)  # type: ignore[call-overload]
+        data.pop("source")
+        data["dtypes"] = list(self.dtypes)
+        return data
+
+    def digest(self) -> str:
+        return digest_of(self.to_dict())
+
+
+def family_sections(cls: type, raw: Mapping[str, Any], source: str,
+                    sections: tuple[str, ...]) -> dict[str, Any]:
+    """Check a family target file's keys and dtypes; build its ``sections`` (tables of
+    dataclasses) and return them with name, description, space, dtypes and source."""
+    _check_keys(raw, {f.name for f in dataclasses.fields(cls)} - {"source"}, source, "")
+    dtypes = raw["dtypes"]
+    if not isinstance(dtypes, list) or not dtypes or any(d not in DTYPE_PAIRS for d in dtypes):
+        raise TargetFileError(f"{source}: key 'dtypes': expected a list of dtype pairs from "
+                              f"{', '.join(DTYPE_PAIRS)}")
+    hints = typing.get_type_hints(cls)
+    return {"name": str(raw["name"]), "description": str(raw["description"]),
+            "space": str(raw["space"]), "dtypes": tuple(dtypes), "source": source,
+            **{name: _build(hints[name], raw[name], source, name) for name in sections}}
+
+
 def available_targets() -> list[str]:
     """Names of the targets shipped with dse."""
     return sorted(p.stem for p in TARGETS_DIR.glob("*.toml"))

@@ -116,6 +116,18 @@ class SearchSpaceBase(ABC):
     _params: dict[str, Param]
     constraints: tuple[Any, ...]
 
+    def _accept(self, target: Any, workload: Any, extra_constraints: Sequence[str],
+                optional: Sequence[str] = ()) -> None:
+        """Refuse a dtype the target lacks and optional constraints the space does not have."""
+        if workload.dtype.name not in target.dtypes:
+            raise UsageError(f"dtype {workload.dtype.name!r} is not supported on {target.name}; "
+                             f"valid: {', '.join(target.dtypes)}")
+        unknown = [c for c in extra_constraints if c not in optional]
+        if unknown:
+            raise UsageError(f"unknown constraint {unknown[0]!r}; " + (
+                f"valid: {', '.join(optional)}" if optional
+                else f"the {self.name} space has no optional constraints"))
+
     def params(self) -> dict[str, Param]:
         """Every parameter with its fixed domain."""
         return dict(self._params)

@@ -202,12 +202,7 @@ class AscendBmmSpace(SearchSpaceBase):
 
     def __init__(self, target: AscendTarget, workload: BatchedGemmWorkload,
                  extra_constraints: Sequence[str] = ()) -> None:
-        if workload.dtype.name not in target.dtypes:
-            raise UsageError(f"dtype {workload.dtype.name!r} is not supported on {target.name}; "
-                             f"valid: {', '.join(target.dtypes)}")
-        if extra_constraints:
-            raise UsageError(f"unknown constraint {extra_constraints[0]!r}; the ascend_bmm "
-                             "space has no optional constraints")
+        self._accept(target, workload, extra_constraints)
         self.target, self.workload = target, workload
         self._params = _params(target)
         self.constraints = _rules(target, workload)

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dse.dtypes import DTYPE_PAIRS
-from dse.errors import TargetFileError
-from dse.target import _build, _check_keys, digest_of
+from dse.target import FamilyTarget, family_sections
 
 FP32_BYTES = 4  # L0C accumulates in FP32; StreamK partial sums are FP32
 
@@ -67,7 +64,7 @@ class Overheads:
 
 
 @dataclass(frozen=True)
-class AscendTarget:
+class AscendTarget(FamilyTarget):
     """An Ascend NPU as the batched-GEMM tiling design sees it."""
 
     name: str
@@ -81,15 +78,6 @@ class AscendTarget:
     rules: Rules
     overheads: Overheads
     source: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data.pop("source")
-        data["dtypes"] = list(self.dtypes)
-        return data
-
-    def digest(self) -> str:
-        return digest_of(self.to_dict())
 
     def compute_units(self) -> tuple[str, float]:
         """What computes (for listings) and its clock in Hz."""
@@ -134,14 +122,5 @@ class AscendTarget:
 
 def ascend_target_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> AscendTarget:
     """Validate a parsed Ascend target table and build the :class:`AscendTarget`."""
-    names = {f.name for f in dataclasses.fields(AscendTarget)} - {"source"}
-    _check_keys(raw, names, source, "")
-    dtypes = raw["dtypes"]
-    if not isinstance(dtypes, list) or not dtypes or any(d not in DTYPE_PAIRS for d in dtypes):
-        raise TargetFileError(f"{source}: key 'dtypes': expected a list of dtype pairs from "
-                              f"{', '.join(DTYPE_PAIRS)}")
-    hints = typing.get_type_hints(AscendTarget)
-    sections = {name: _build(hints[name], raw[name], source, name)
-                for name in ("cores", "compute", "memory", "bandwidth", "rules", "overheads")}
-    return AscendTarget(name=str(raw["name"]), description=str(raw["description"]),
-                        space=str(raw["space"]), dtypes=tuple(dtypes), source=source, **sections)
+    return AscendTarget(**family_sections(AscendTarget, raw, source, (
+        "cores", "compute", "memory", "bandwidth", "rules", "overheads")))

@@ -49,12 +49,7 @@ class CpuGemmSpace(SearchSpaceBase):
 
     def __init__(self, target: Any, workload: GemmWorkload,
                  extra_constraints: Sequence[str] = ()) -> None:
-        if workload.dtype.name not in target.dtypes:
-            raise UsageError(f"dtype {workload.dtype.name!r} is not supported on {target.name}; "
-                             f"valid: {', '.join(target.dtypes)}")
-        if extra_constraints:
-            raise UsageError(f"unknown constraint {extra_constraints[0]!r}; the cpu_gemm space "
-                             "has no optional constraints")
+        self._accept(target, workload, extra_constraints)
         self.target, self.workload = target, workload
         self._params = _params()
         w, elem, l3 = workload, workload.dtype.in_bytes, target.caches.l3_bytes

@@ -4,14 +4,11 @@ the same constants from the device when one is present."""
 from __future__ import annotations
 
 import dataclasses
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dse.dtypes import DTYPE_PAIRS
-from dse.errors import TargetFileError
-from dse.target import _build, _check_keys, digest_of
+from dse.target import FamilyTarget, family_sections
 
 
 @dataclass(frozen=True)
@@ -48,7 +45,7 @@ class GpuModel:
 
 
 @dataclass(frozen=True)
-class GpuTarget:
+class GpuTarget(FamilyTarget):
     name: str
     description: str
     space: str
@@ -57,15 +54,6 @@ class GpuTarget:
     tensor: Tensor
     model: GpuModel
     source: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data.pop("source")
-        data["dtypes"] = list(self.dtypes)
-        return data
-
-    def digest(self) -> str:
-        return digest_of(self.to_dict())
 
     def peak_flops(self, input_type: str) -> float:
         return float(getattr(self.tensor, input_type))
@@ -82,17 +70,7 @@ class GpuTarget:
 
 def gpu_target_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> GpuTarget:
     """Validate a parsed GPU target table and build the :class:`GpuTarget`."""
-    names = {f.name for f in dataclasses.fields(GpuTarget)} - {"source"}
-    _check_keys(raw, names, source, "")
-    dtypes = raw["dtypes"]
-    if not isinstance(dtypes, list) or not dtypes or any(d not in DTYPE_PAIRS for d in dtypes):
-        raise TargetFileError(f"{source}: key 'dtypes': expected a list of dtype pairs from "
-                              f"{', '.join(DTYPE_PAIRS)}")
-    hints = typing.get_type_hints(GpuTarget)
-    sections = {name: _build(hints[name], raw[name], source, name)
-                for name in ("device", "tensor", "model")}
-    return GpuTarget(name=str(raw["name"]), description=str(raw["description"]),
-                     space=str(raw["space"]), dtypes=tuple(dtypes), source=source, **sections)
+    return GpuTarget(**family_sections(GpuTarget, raw, source, ("device", "tensor", "model")))
 
 
 def device_properties(index: int = 0) -> dict[str, Any] | None:

@@ -45,13 +45,7 @@ class XdnaGemmSpace(SearchSpaceBase):
 
     def __init__(self, target: Target, workload: GemmWorkload,
                  extra_constraints: Sequence[str] = ()) -> None:
-        if workload.dtype.name not in target.dtypes:
-            raise UsageError(f"dtype {workload.dtype.name!r} is not supported on {target.name}; "
-                             f"valid: {', '.join(target.dtypes)}")
-        unknown = [c for c in extra_constraints if c not in OPTIONAL_CONSTRAINTS]
-        if unknown:
-            raise UsageError(f"unknown constraint {unknown[0]!r}; valid: "
-                             f"{', '.join(OPTIONAL_CONSTRAINTS)}")
+        self._accept(target, workload, extra_constraints, tuple(OPTIONAL_CONSTRAINTS))
         self.target = target
         self.workload = workload
         self._params = build_params(target)
