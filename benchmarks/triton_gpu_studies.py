@@ -44,6 +44,15 @@ def main() -> int:
         print("no CUDA GPU visible to PyTorch: these studies measure on the GPU",
               file=sys.stderr)
         return 2
+    from dse.target import load_target
+    from search_spaces.triton_gemm.target import device_properties
+
+    found = device_properties() or {}
+    declared = load_target(args.target).device
+    differs = {k: (getattr(declared, k), v) for k, v in found.items()
+               if hasattr(declared, k) and getattr(declared, k) != v}
+    print(f"device: {found.get('name', '?')}; differs from {args.target}.toml: "
+          f"{differs or 'nothing read'}")
     spec = load_study(STUDY)
     raw = spec.identity()
     raw.update(name=f"{args.target}-bf16", target=args.target,

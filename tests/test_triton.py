@@ -189,3 +189,17 @@ def test_offline_runner_round_trip(tmp_path):
     measured = frame[frame["evaluator"] == "triton"]
     assert len(measured) == 2 and (measured["status"] == "ok").all()
     assert np.isfinite(measured["tops"]).all()
+
+
+def test_a_gpu_study_refuses_to_start_without_a_gpu(tmp_path):
+    from dse.errors import UsageError
+    from dse.study.runner import run_study
+    from dse.study.spec import load_study
+    from evaluators.hardware.triton_gpu import TritonEvaluator
+
+    problem = TritonEvaluator().unavailable()
+    if problem is None:
+        pytest.skip("this machine has a GPU: the study would run")
+    spec = load_study(os.path.join(os.path.dirname(__file__), "..", "studies", "h200_bf16.yaml"))
+    with pytest.raises(UsageError, match="evaluator 'triton' cannot run here"):
+        run_study(spec, str(tmp_path / "g.db"))

@@ -82,8 +82,11 @@ class StudyRunner:
         self.evaluator = build_evaluator(spec.evaluator.name, spec.evaluator.options)
         self.owner = owner_id()
         self.deadline = (time.monotonic() + spec.budget.time_s) if spec.budget.time_s else None
-        for rung in spec.ladder:  # refuse unknown evaluator options before storing
-            build_evaluator(rung.evaluator.name, rung.evaluator.options)
+        rungs = [build_evaluator(r.evaluator.name, r.evaluator.options) for r in spec.ladder]
+        for evaluator in rungs or [self.evaluator]:  # refuse what cannot run here, before storing
+            problem = evaluator.unavailable() if hasattr(evaluator, "unavailable") else None
+            if problem:
+                raise UsageError(f"evaluator {evaluator.name!r} cannot run here: {problem}")
         if spec.sampler.name != "exhaustive":
             make_sampler(spec, 1)  # refuse unknown options or a missing package before storing
         for workload in spec.workloads:  # refuse impossible spaces before touching the store

@@ -57,6 +57,24 @@ class TritonEvaluator:
     def __getstate__(self) -> dict[str, Any]:  # shipped to Ray workers without the process
         return {**self.__dict__, "_worker": None}
 
+    def unavailable(self) -> str | None:
+        """Why this machine cannot run the evaluator (None when it can): Triton and PyTorch
+        are needed, and a CUDA GPU unless the interpreter is asked for."""
+        import importlib.util
+
+        missing = [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
+        if missing:
+            return (f"{' and '.join(missing)} not installed (pip install -e '.[gpu]' on a "
+                    "machine with an NVIDIA GPU)")
+        if not self.interpret:
+            import torch
+
+            if not torch.cuda.is_available():
+                return ("no CUDA GPU visible to PyTorch (run on a GPU machine, export the "
+                        "configs with dse export-configs --evaluator triton for one, or set "
+                        "the option interpret: true for Triton's CPU interpreter)")
+        return None
+
     def _call(self, function: str, timeout_s: float, **kwargs: Any) -> Any:
         state, value = self._get_worker().run(f"{KERNEL}:{function}", kwargs, timeout_s)
         if state == "timeout":
