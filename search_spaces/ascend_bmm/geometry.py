@@ -4,7 +4,6 @@ merging (merge_batch), and how the output blocks spread over the cores."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -63,6 +62,3 @@ def geometry(batch: ConfigBatch, workload: BatchedGemmWorkload, cube_cores: int,
                     n_cnt=n_cnt, blocks=blocks, cores=cores, waves=waves,
                     flops=2.0 * padded, waste=padded / useful, rearrange_bytes=rearrange)
 
-
-def decode_branch(batch: ConfigBatch) -> Any:
-    return np.asarray(BRANCHES)[batch["branch"]]
