@@ -19,13 +19,24 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from dse.formatting import table
 from dse.study.query import best_trials, fidelity_report, load_trials
 from dse.study.runner import run_study
-from dse.study.spec import load_study, study_from_dict
+from dse.study.spec import study_from_dict
 
 STUDY = Path(__file__).parents[1] / "studies" / "h200_bf16.yaml"
 TARGETS = {"4096x4096x4096": 0.95, "64x4096x4096": 0.9}
+
+
+def study_dict(target: str, keep: int) -> dict:
+    """The shipped study for ``target`` with ``keep`` hardware trials a shape."""
+    raw = yaml.safe_load(STUDY.read_text())
+    raw.update(name=f"{target}-bf16", target=target,
+               ladder=[{"evaluator": "analytical", "keep": keep, "select": "top"},
+                       {"evaluator": "triton"}])
+    return raw
 
 
 def main() -> int:
@@ -53,18 +64,22 @@ def main() -> int:
                if hasattr(declared, k) and getattr(declared, k) != v}
     print(f"device: {found.get('name', '?')}; differs from {args.target}.toml: "
           f"{differs or 'nothing read'}")
-    spec = load_study(STUDY)
-    raw = spec.identity()
-    raw.update(name=f"{args.target}-bf16", target=args.target,
-               workloads=[{"shape": w.shape, "dtype": w.dtype.name} for w in spec.workloads],
-               ladder=[{"evaluator": "analytical", "keep": args.keep, "select": "top"},
-                       {"evaluator": "triton"}])
-    for key in ("space", "evaluator", "sampler"):
-        raw.pop(key, None)
+    raw = study_dict(args.target, args.keep)
     storage = args.storage or str(Path(tempfile.mkdtemp()) / "gpu.db")
     start = time.perf_counter()
     run_study(study_from_dict(raw), storage)
-    frame = load_trials(storage, raw["name"])
+    rows = summarise(storage, raw["name"])
+    print(f"{raw['name']}: {time.perf_counter() - start:.0f} s, results in {storage}")
+    print(table(rows, ("shape", "tuned_tflops", "torch_tflops", "ratio", "target",
+                       "hardware_trials", "hardware_ok", "analytical_kept", "best")))
+    print(table(fidelity_report(storage, raw["name"]),
+                ("workload", "cheaper", "dearer", "n", "spearman", "top_k_overlap")))
+    return 0
+
+
+def summarise(storage: str, name: str) -> list[dict]:
+    """Per shape: the tuned and torch.matmul TFLOP/s, trials on each rung, the best config."""
+    frame = load_trials(storage, name)
     rows = []
     for shape, group in frame.groupby("shape", sort=False):
         group.attrs = frame.attrs
@@ -81,12 +96,7 @@ def main() -> int:
                      "analytical_kept": int((group["evaluator"] == "analytical").sum()),
                      "best": " ".join(f"{p}={best[p].iloc[0]}" for p in frame.attrs["params"])
                      if not best.empty else ""})
-    print(f"{raw['name']}: {time.perf_counter() - start:.0f} s, results in {storage}")
-    print(table(rows, ("shape", "tuned_tflops", "torch_tflops", "ratio", "target",
-                       "hardware_trials", "hardware_ok", "analytical_kept", "best")))
-    print(table(fidelity_report(storage, raw["name"]),
-                ("workload", "cheaper", "dearer", "n", "spearman", "top_k_overlap")))
-    return 0
+    return rows
 
 
 if __name__ == "__main__":

@@ -203,3 +203,40 @@ def test_a_gpu_study_refuses_to_start_without_a_gpu(tmp_path):
     spec = load_study(os.path.join(os.path.dirname(__file__), "..", "studies", "h200_bf16.yaml"))
     with pytest.raises(UsageError, match="evaluator 'triton' cannot run here"):
         run_study(spec, str(tmp_path / "g.db"))
+
+
+def _gpu_script():
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "triton_gpu_studies.py")
+    spec = importlib.util.spec_from_file_location("triton_gpu_studies", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_the_gpu_script_builds_its_studies():
+    from dse.study.spec import study_from_dict
+
+    study = study_from_dict(_gpu_script().study_dict("h100", 20))
+    assert study.target == "h100" and study.ladder[0].keep == 20
+    assert [w.shape for w in study.workloads] == ["4096x4096x4096", "8192x8192x8192",
+                                                  "4096x4096x14336", "64x4096x4096"]
+
+
+def test_the_gpu_script_reports_a_ladder_study(tmp_path):
+    _interpreter_or_skip()
+    from dse.study.runner import run_study
+    from dse.study.spec import study_from_dict
+
+    storage = str(tmp_path / "l.db")
+    run_study(study_from_dict({
+        "name": "lad", "target": "h200", "workload": {"shape": "96x80x72", "dtype": "fp16-fp16"},
+        "space": {"fix": {"num_warps": 1, "num_stages": 1, "SPLIT_K": 1}},
+        "ladder": [{"evaluator": "analytical", "keep": 3, "select": "top"},
+                   {"evaluator": "triton", "options": {"interpret": True, "max_repeats": 1,
+                                                       "min_repeats": 1}}]}), storage)
+    (row,) = _gpu_script().summarise(storage, "lad")
+    assert row["shape"] == "96x80x72" and row["analytical_kept"] == 3
+    assert row["hardware_trials"] == 3 and row["hardware_ok"] == 3
+    assert row["torch_tflops"] > 0 and row["tuned_tflops"] > 0 and "BLOCK_M=" in row["best"]

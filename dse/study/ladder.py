@@ -41,7 +41,9 @@ def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> float:
 
 def agreement(cheap: np.ndarray, dear: np.ndarray, k: int) -> dict[str, float]:
     """Rank agreement of two score vectors (higher is better in both)."""
-    spearman = float(pd.Series(cheap).corr(pd.Series(dear), method="spearman"))
+    constant = np.ptp(cheap) == 0 or np.ptp(dear) == 0  # a rank correlation is undefined
+    spearman = float("nan") if constant else float(
+        pd.Series(cheap).corr(pd.Series(dear), method="spearman"))
     top_cheap = set(np.argsort(-cheap, kind="stable")[:k])
     top_dear = set(np.argsort(-dear, kind="stable")[:k])
     return {"spearman": spearman, "kendall": kendall_tau_b(cheap, dear),
