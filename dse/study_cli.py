@@ -287,7 +287,7 @@ def cmd_balance(args: argparse.Namespace) -> int:
             print(f"paper's procedure ends at {r['paper_balanced']}; its steps:")
             print(table(r["paper_path"], ("step", "config", "t_comp_s", "t_mem_s", "bound",
                                           "tops")))
-        print("model's best over the whole space:")
+        print("model's best (exhaustive over the space's enumerated configs):")
         print(table(r["model_best"], ("rank", "config", "tops", "bound", "margin")))
         if r.get("what_if"):
             print("what if (best throughput and its config on an edited target):")

@@ -184,9 +184,10 @@ class Target:
         """What computes (for listings) and its clock in Hz."""
         return f"{self.array.rows}x{self.array.cols}", self.array.clock_hz
 
-    def roofline(self) -> tuple[float, float]:
-        """(peak operations/s of the whole array, DRAM bytes/s): the roofline's ceilings."""
-        spec = next(iter(self.inputs.values()))
+    def roofline(self, input_type: str | None = None) -> tuple[float, float]:
+        """(peak operations/s of the whole array for an input type, DRAM bytes/s): the
+        roofline's ceilings."""
+        spec = self.inputs.get(input_type or "", next(iter(self.inputs.values())))
         cores = self.array.rows * self.array.cols
         return 2.0 * spec.peak_macs_per_cycle * cores * self.array.clock_hz, \
             self.dram.peak_bytes_per_s

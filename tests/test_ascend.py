@@ -178,6 +178,37 @@ def test_rule_configs_are_feasible_across_shapes():
         assert 0 < result.metrics["tops"] <= 432.0 + 1e-6  # never above the sustained peak
 
 
+@pytest.mark.parametrize("shape", ["32*1/1*32x512x1024x512", "1*64/64x256x256x256",
+                                   "8*1/1*8x16x4096x16"])
+def test_rules_respect_the_batch_dims_not_only_their_counts(shape):
+    # equal batch counts from different dims (a cross broadcast) are not "the same batches"
+    result, ctx = evaluate(shape)
+    assert result.ok, result.reason
+    assert ctx.space.defaults()["branch"] not in ("iter_batch", "merge_batch")
+
+
+def test_merge_batch_writes_only_the_real_output():
+    result, ctx = evaluate("1024x16x4096x16")
+    assert ctx.space.defaults()["branch"] == "merge_batch"
+    assert result.metrics["dram_bytes_c"] == 1024 * 16 * 16 * 2
+
+
+def test_folding_costs_a_copy_only_when_the_layout_needs_one():
+    copies = {layout: evaluate_layout("1/8x512x256x512", layout) for layout in
+              ("NN", "NT", "TN")}
+    assert copies["NN"] > 0 and copies["NT"] == 0  # B copied into [K, B*N] unless transposed
+    assert evaluate_layout("8/1x512x256x512", "TN") > 0 == evaluate_layout("8/1x512x256x512",
+                                                                          "NN")
+
+
+def evaluate_layout(shape: str, layout: str) -> float:
+    ctx = build_context("ascend-950pr", "bf16", shape, layout)
+    batch = ctx.space.encode([ctx.space.resolve({"branch": "to_matmul"})])
+    result = build_evaluator("analytical").evaluate(batch, ctx)[0]
+    assert result.ok, result.reason
+    return result.metrics["t_rearrange_s"]
+
+
 def test_infeasible_configs_say_why():
     result, _ = evaluate("8x2048x1024x2048", single_core_m=1760, single_core_n=1760, k_l1=128)
     assert not result.ok and "exceeds L1 (524,288 B)" in result.reason

@@ -150,10 +150,15 @@ def test_browsing_writes_nothing(client, studies):
     assert counts() == before
 
 
-def test_serve_refuses_a_missing_database(tmp_path):
+def test_serve_refuses_a_missing_or_foreign_database(tmp_path):
     with pytest.raises(UsageError, match="no database at"):
         serve(str(tmp_path / "absent.db"))
     assert not (tmp_path / "absent.db").exists()
+    foreign = tmp_path / "other.db"
+    foreign.write_bytes(b"")
+    with pytest.raises(UsageError, match="holds no dse results"):
+        serve(str(foreign))
+    assert foreign.read_bytes() == b""  # no tables were created in it
 
 
 def test_serve_explains_a_busy_port(studies):

@@ -61,6 +61,13 @@ def test_constraints_say_why(params, reason):
     assert not result.ok and reason in result.reason
 
 
+@pytest.mark.parametrize("shape", ["1x4096x4096", "8x4096x4096", "4096x8x4096"])
+def test_tiny_dimensions_still_have_configs(shape):
+    result = scored(shape, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=1, num_stages=1,
+                    GROUP_M=1)
+    assert result.ok, result.reason
+
+
 def test_model_wave_quantisation_and_decode_shapes():
     big = scored("4096x4096x4096")
     assert big.ok and big.metrics["bound"] == "compute" and big.metrics["programs"] == 1024

@@ -23,14 +23,16 @@ from dse.study.query import best_trials, load_trials
 FACTORS = (0.5, 0.75, 1.25, 1.5)
 # What names a configuration in a line, per space: XDNA's tiles, Ascend's branch and block,
 # the CPU's blocks.
-KERNEL_KEYS = (("m_ct", "k_ct", "n_ct", "k_mt"), ("branch", "single_core_m", "k_l1",
-                                                  "single_core_n"), ("mc", "kc", "nc"))
+KERNEL_KEYS = (("m_ct", "k_ct", "n_ct", "k_mt"),
+               ("branch", "base_m", "base_k", "base_n", "single_core_m", "k_l1", "single_core_n"),
+               ("BLOCK_M", "BLOCK_K", "BLOCK_N"), ("mc", "kc", "nc"))
 
 
 def _kernel(params: dict[str, Any]) -> str:
     keys = next((k for k in KERNEL_KEYS if all(name in params for name in k)), ())
-    if keys and keys[0] == "branch":
-        return f"{params['branch']} " + "x".join(str(params[k]) for k in keys[1:])
+    if keys and keys[0] == "branch":  # Ascend: branch, L0 tile, a core's block
+        return (f"{params['branch']} L0 " + "x".join(str(params[k]) for k in keys[1:4])
+                + " block " + "x".join(str(params[k]) for k in keys[4:]))
     return "x".join(str(params[k]) for k in keys) or str(params)
 
 

@@ -20,16 +20,19 @@ MAX_POINTS = 1000
 HISTORY_POINTS = 1000
 # Each space's output tile (rows, columns) and depth, the axes of the balance plots.
 TILE_AXES = (("m_ct", "n_ct", "k_ct"), ("single_core_m", "single_core_n", "k_l1"),
-             ("mc", "nc", "kc"))
+             ("BLOCK_M", "BLOCK_N", "BLOCK_K"), ("mc", "nc", "kc"))
 
 
 def thin(frame: pd.DataFrame, keep: pd.DataFrame | None = None,
          limit: int = MAX_POINTS) -> pd.DataFrame:
-    """At most ``limit`` rows of ``frame`` spread evenly over it, plus the rows of ``keep``."""
+    """At most ``limit`` rows of ``frame`` spread evenly over it, plus the rows of ``keep``
+    (each trial once)."""
     if len(frame) > limit:
         frame = frame.iloc[np.linspace(0, len(frame) - 1, limit).astype(int)]
     if keep is not None and not keep.empty:
         frame = pd.concat([frame, keep[[c for c in frame.columns if c in keep]]])
+        if "number" in frame:
+            frame = frame.drop_duplicates("number")
     return frame
 
 
@@ -109,16 +112,17 @@ def balance_figures(ok: pd.DataFrame, best: pd.DataFrame) -> list[go.Figure]:
     return figures
 
 
-def ceilings(target: Any) -> tuple[float, float] | None:
-    """(peak ops/s, DRAM bytes/s) of a target that has a roofline."""
-    return target.roofline() if hasattr(target, "roofline") else None
+def ceilings(target: Any, input_type: str | None = None) -> tuple[float, float] | None:
+    """(peak ops/s for the input type, DRAM bytes/s) of a target that has a roofline."""
+    return target.roofline(input_type) if hasattr(target, "roofline") else None
 
 
 def roofline_figure(ok: pd.DataFrame, target: Any, name: str = "configs",
                     fig: go.Figure | None = None) -> go.Figure | None:
     """Throughput against operations per DRAM byte under the target's two ceilings; adds to
     ``fig`` when given (to overlay studies)."""
-    roof = ceilings(target)
+    input_type = str(ok["dtype"].iloc[0]).split("-")[0] if "dtype" in ok and len(ok) else None
+    roof = ceilings(target, input_type)
     if roof is None or ok.empty or not {"dram_bytes", "tops", "latency_s"} <= set(ok.columns):
         return fig
     intensity = ok["tops"] * ok["latency_s"] * 1e12 / ok["dram_bytes"]

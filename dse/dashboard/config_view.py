@@ -16,7 +16,10 @@ TIME_PARTS = {"t_comp_s": "compute (t_comp)", "t_mem_s": "DRAM (t_mem)",
               "t_drain_s": "C drain", "t_zero_s": "C zeroing", "t_bd_s": "BD reconfiguration",
               "t_bd_setup_s": "BD setup", "t_dispatch_s": "dispatch",
               "stall_inputs_s": "stall: waiting for A/B", "stall_c_drain_s": "stall: C drain",
-              "stall_bds_s": "stall: waiting for BDs"}
+              "stall_bds_s": "stall: waiting for BDs", "t_mte1_s": "L1 -> L0 (MTE1)",
+              "t_fixpipe_s": "write-out (Fixpipe)", "t_cmd_s": "DMA commands",
+              "t_boundary_s": "block boundaries", "t_reduce_s": "StreamK reduction",
+              "t_rearrange_s": "fold rearrangement"}
 
 
 def _number(row: pd.Series, name: str) -> float | None:

@@ -75,8 +75,11 @@ def trials_by_number(session: Any, study_id: int, study: str, numbers: list[int]
     rows = session.execute(in_study_trials(select(*TRIAL_ROW), study_id)
                            .where(m.TrialRow.number.in_(numbers))).all()
     frame = trials_frame(study, rows, _workloads(session, {r[1] for r in rows}))
-    return frame.set_index("number", drop=False).loc[
-        [n for n in numbers if n in set(frame["number"])]].reset_index(drop=True)
+    found = set(frame["number"])
+    ordered = frame.set_index("number", drop=False).loc[
+        [n for n in numbers if n in found]].reset_index(drop=True)
+    ordered.attrs = frame.attrs
+    return ordered
 
 
 def _workloads(session: Any, ids: set[int]) -> dict[int, dict[str, Any]]:
@@ -128,13 +131,11 @@ def _ladder_rows(session: Any, study_id: int, study: str, narrow: pd.DataFrame) 
     return trials_by_number(session, study_id, study, numbers)
 
 
-def _sample_rows(session: Any, study_id: int, study: str, workload_id: int, count: int
-                 ) -> pd.DataFrame:
-    stride = max(1, count // SAMPLE_ROWS)
-    rows = session.execute(in_study_trials(select(*TRIAL_ROW), study_id).where(
-        m.TrialRow.workload_id == workload_id, m.TrialRow.status == "ok",
-        m.TrialRow.number % stride == 0).order_by(m.TrialRow.number)).all()
-    return trials_frame(study, rows, _workloads(session, {workload_id}))
+def _sample_numbers(ok_numbers: np.ndarray) -> list[int]:
+    """At most :data:`SAMPLE_ROWS` of a workload's feasible trials, spread evenly over them."""
+    if len(ok_numbers) > SAMPLE_ROWS:
+        ok_numbers = ok_numbers[np.linspace(0, len(ok_numbers) - 1, SAMPLE_ROWS).astype(int)]
+    return [int(n) for n in ok_numbers]
 
 
 def summarise(store: ResultStore, study: str, top: int = 10) -> StudySummary:
@@ -158,8 +159,12 @@ def summarise(store: ResultStore, study: str, top: int = 10) -> StudySummary:
         for workload_id, group in narrow.groupby("workload_id", sort=False):
             ok = group[group["status"] == "ok"]
             best = trials_by_number(s, row.id, study, _best_numbers(group, objectives, top))
-            sample = _sample_rows(s, row.id, study, int(workload_id), len(group))
-            summary.params = summary.params or sample.attrs.get("params", [])
+            sample = trials_by_number(s, row.id, study, _sample_numbers(
+                ok["number"].to_numpy()))
+            if not summary.params:  # a workload with no feasible trial still names them
+                named = sample if len(sample) else trials_by_number(
+                    s, row.id, study, [int(group["number"].iloc[0])])
+                summary.params = named.attrs.get("params", [])
             summary.workloads.append(WorkloadSummary(
                 label=workload_from_dict(bodies[int(workload_id)]).label, trials=len(group),
                 ok=len(ok),
@@ -187,6 +192,7 @@ class SummaryCache:
         self.size = size
         self._items: OrderedDict[tuple[Any, ...], StudySummary] = OrderedDict()
         self._lock = threading.Lock()
+        self._building: dict[tuple[Any, ...], threading.Lock] = {}
 
     def get(self, store: ResultStore, study: str) -> StudySummary:
         key = (store.url, study, *study_version(store, study))
@@ -194,9 +200,15 @@ class SummaryCache:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        summary = summarise(store, study)
-        with self._lock:
-            self._items[key] = summary
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+            building = self._building.setdefault(key, threading.Lock())
+        with building:  # one summary per key at a time: later callers wait for the first
+            with self._lock:
+                if key in self._items:
+                    return self._items[key]
+            summary = summarise(store, study)
+            with self._lock:
+                self._items[key] = summary
+                self._building.pop(key, None)
+                while len(self._items) > self.size:
+                    self._items.popitem(last=False)
         return summary

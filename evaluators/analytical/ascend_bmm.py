@@ -117,7 +117,10 @@ def score(batch: ConfigBatch, target: AscendTarget, w: BatchedGemmWorkload
     s_in = float(s_a + s_b + bias)
     out_blocks = geo.batches * geo.m_cnt * geo.n_cnt
     m_pad, n_pad = np.ceil(geo.m / 16) * 16, np.ceil(geo.n / 16) * 16
-    s_out = geo.batches * m_pad * n_pad * out
+    # a merged block's cross terms are dropped: only the diagonal blocks are written
+    merged = branch == BRANCH["merge_batch"]
+    s_out = np.where(merged, w.batch * np.ceil(w.M / 16) * 16 * np.ceil(w.N / 16) * 16,
+                     geo.batches * m_pad * n_pad) * out
     through_l2 = batch["write_policy"] == 0
     # outputs written through L2 stay there (dirty) and leave less room for the inputs
     l2_read = np.maximum(target.memory.l2_bytes - np.where(through_l2, s_out, 0.0), 0.0)
@@ -198,7 +201,7 @@ def score(batch: ConfigBatch, target: AscendTarget, w: BatchedGemmWorkload
         "dram_bytes_b": gm_b,
         "dram_bytes_c": s_out,
         "l2_traffic_bytes": l2_bytes,
-        "r_in": (gm_a + gm_b) / s_in,
+        "r_in": (gm_a + gm_b) / (s_a + s_b),
         "gm_efficiency": efficiency,
         "cores": geo.cores.astype(np.int64),
         "waves": geo.waves,

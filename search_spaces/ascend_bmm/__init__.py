@@ -331,9 +331,15 @@ class AscendEncoding:
         config = {**s.defaults(),
                   **{k: v for k, v in sampled.items() if k in s.params()}, **self._fix}
         branch = config["branch"]
-        config["merge_b0"] = (self._pick("merge_b0", sampled, 2, max(2, w.batch // c))
+        # b0 within the batches a core has and the merged output's L0C room; grid_k within
+        # the cores and K segments of at least the minimum run
+        most_b0 = min(max(2, w.batch // c), max(2, int(np.sqrt(
+            mem.l0c_bytes / (2 * w.M * w.N * FP32_BYTES)))))
+        config["merge_b0"] = (self._pick("merge_b0", sampled, 2, most_b0)
                               if branch == "merge_batch" else 1)
-        config["grid_k"] = (self._pick("grid_k", sampled, 2, c) if branch == "stream_k" else 1)
+        most_k = min(c, max(2, w.K * dt // t.rules.d_value_min_bytes))
+        config["grid_k"] = (self._pick("grid_k", sampled, 2, most_k)
+                            if branch == "stream_k" else 1)
         config["cores"] = (self._pick("cores", sampled, 1, c - 1)
                            if branch == "asw_reduced_cores" else c)
         one = s._context(s.encode([{**config, "single_core_m": 16, "single_core_n": 16,

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from dse.errors import UsageError
 from dse.formatting import key_values, table
 from dse.target import load_target
 from dse.workload import BatchedGemmWorkload
@@ -52,8 +53,16 @@ def sweep(target: Any, batches: np.ndarray, values: np.ndarray, in_bytes: int = 
     return branch_counts, form_counts, time.perf_counter() - start
 
 
+def _ascend_target(name: str) -> Any:
+    target = load_target(name)
+    if target.space != "ascend_bmm":
+        raise UsageError(f"--target: {name} is not an Ascend target (its space is "
+                         f"{target.space}); e.g. {TARGET}")
+    return target
+
+
 def cmd_classify(args: argparse.Namespace) -> int:
-    target = load_target(args.target)
+    target = _ascend_target(args.target)
     workload = BatchedGemmWorkload.parse(args.shape, args.dtype, args.b_layout)
     decision = rule_decision(target, workload)
     if args.config:
@@ -73,7 +82,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    target = load_target(args.target)
+    target = _ascend_target(args.target)
     batches = np.arange(1, args.max_batch + 1, args.batch_step)
     values = log_grid(args.points)
     total = len(batches) * len(values) ** 3

@@ -30,7 +30,7 @@ class Geometry:
     waves: np.ndarray        # rounds of blocks over the cores
     flops: np.ndarray        # FLOPs the Cubes execute (16-fractals, merged cross terms)
     waste: np.ndarray        # computed / useful MACs
-    rearrange_bytes: np.ndarray  # GM bytes moved before the GEMM (folding B for to_matmul)
+    rearrange_bytes: np.ndarray  # GM bytes moved before the GEMM (to_matmul's fold)
 
 
 def geometry(batch: ConfigBatch, workload: BatchedGemmWorkload, cube_cores: int,
@@ -57,7 +57,13 @@ def geometry(batch: ConfigBatch, workload: BatchedGemmWorkload, cube_cores: int,
     # tail blocks are as large as what is left, in whole 16-fractals
     padded = batches * (np.ceil(m / 16) * 16) * (np.ceil(n / 16) * 16) * np.ceil(k / 16) * 16
     useful = big_b * w.M * w.N * w.K
-    rearrange = np.where(folded_b, 2.0 * big_b * w.K * w.N * in_bytes, 0.0)
+    # Folding is free when the folded operand's batches are already contiguous in the folded
+    # order: A[B, M, K] as [B*M, K] when A is not transposed, B as [B*N, K] when it is; otherwise
+    # it is copied (read and written) into that order first.
+    a_copy = folded_a & (w.b_layout[0] == "T")
+    b_copy = folded_b & (w.b_layout[1] == "N")
+    rearrange = (np.where(a_copy, 2.0 * big_b * w.M * w.K * in_bytes, 0.0)
+                 + np.where(b_copy, 2.0 * big_b * w.K * w.N * in_bytes, 0.0))
     return Geometry(batches=batches, m=m, n=n, k=k, k_seg=np.ceil(k / grid_k), m_cnt=m_cnt,
                     n_cnt=n_cnt, blocks=blocks, cores=cores, waves=waves,
                     flops=2.0 * padded, waste=padded / useful, rearrange_bytes=rearrange)

@@ -42,11 +42,12 @@ def ceil_to(x: Any, step: int) -> Any:
 
 def classify(target: AscendTarget, batch_a: Any, batch_b: Any, m: Any, k: Any, n: Any,
              in_bytes: int = 2, out_bytes: int = 2, batch: Any = None,
-             deterministic: bool = False) -> dict[str, np.ndarray]:
+             deterministic: bool = False, same: Any = None) -> dict[str, np.ndarray]:
     """The branch the rules pick for each shape (arrays broadcast together).
 
     ``batch`` is the output's batch count (default: the larger of the two sides, as without
-    cross broadcasting). ``deterministic`` forbids StreamK (its reduction order varies).
+    cross broadcasting); ``same`` whether the two sides have the same batch dims (default:
+    the same counts). ``deterministic`` forbids StreamK (its reduction order varies).
 
     Returns arrays: ``branch`` (index into :data:`BRANCHES`), ``iter_batch_form`` (index into
     :data:`ITER_FORMS`, -1 unless IterBatch) and the numbers behind the decision.
@@ -61,7 +62,7 @@ def classify(target: AscendTarget, batch_a: Any, batch_b: Any, m: Any, k: Any, n
     special = (k == 0) | ((k == 1) & (b >= 2 * target.cores.vector)
                           & (2 * ((mf + nf) * dt + mf * nf * out) <= mem.ub_bytes))
     to_matmul = (ba == 1) | (bb == 1)
-    same = ba == bb
+    same = (ba == bb) if same is None else np.asarray(same, dtype=bool)
 
     # MergeBatch (every condition of the design, b0 = 2 to enter)
     r16 = target.r16(in_bytes)

@@ -83,8 +83,8 @@ class AscendTarget(FamilyTarget):
         """What computes (for listings) and its clock in Hz."""
         return f"{self.cores.cube} cores", self.cores.clock_hz
 
-    def roofline(self) -> tuple[float, float]:
-        """(Cube peak FLOP/s, GM bytes/s): the roofline's ceilings."""
+    def roofline(self, input_type: str | None = None) -> tuple[float, float]:
+        """(Cube 16-bit peak FLOP/s, GM bytes/s): the roofline's ceilings."""
         return self.compute.cube_peak_flops, self.bandwidth.gm_bytes_per_s
 
     # --- derived quantities, named as in the design note -----------------------------------

@@ -27,7 +27,8 @@ def rule_decision(target: AscendTarget, workload: BatchedGemmWorkload) -> dict[s
     and the numbers behind them)."""
     w = workload
     raw = classify(target, w.batch_count_a, w.batch_count_b, w.M, w.K, w.N,
-                   w.dtype.in_bytes, w.dtype.out_bytes, batch=w.batch)
+                   w.dtype.in_bytes, w.dtype.out_bytes, batch=w.batch,
+                   same=w.batch_a == w.batch_b)
     out: dict[str, Any] = {}
     for name, value in raw.items():
         item = value.item() if hasattr(value, "item") else value

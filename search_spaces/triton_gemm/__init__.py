@@ -66,7 +66,7 @@ def _rules(target: GpuTarget, w: GemmWorkload) -> tuple[Rule, ...]:
         return ", ".join(f"{n}={int(b[n][i])}" for n in names)
 
     def covers(b: ConfigBatch, name: str, dim: int) -> np.ndarray:
-        return b[name] < max(16, 2 * dim)  # at most the next power of two above the dim
+        return b[name] <= max(16, 1 << (dim - 1).bit_length())  # the next power of two
 
     return (
         Rule("power_of_two", "blocks and warps are powers of two (tl.arange, layouts)",

@@ -61,8 +61,9 @@ class GpuTarget(FamilyTarget):
     def compute_units(self) -> tuple[str, float]:
         return f"{self.device.sms} SMs", self.device.clock_hz
 
-    def roofline(self) -> tuple[float, float]:
-        return self.tensor.bf16, self.device.hbm_bytes_per_s
+    def roofline(self, input_type: str | None = None) -> tuple[float, float]:
+        """(tensor-core peak FLOP/s for the input type, HBM bytes/s)."""
+        return self.peak_flops(input_type or "bf16"), self.device.hbm_bytes_per_s
 
     def with_device(self, **values: Any) -> GpuTarget:
         return dataclasses.replace(self, device=dataclasses.replace(self.device, **values))
