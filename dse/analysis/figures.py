@@ -202,3 +202,23 @@ def fidelity_figures(ok: pd.DataFrame, params: list[str], metric: str) -> list[g
                           xaxis_title=f"{metric} ({cheap})", yaxis_title=f"{metric} ({dear})")
         figures.append(fig)
     return figures
+
+
+def workload_figures(numbers: np.ndarray, values: np.ndarray, sample: pd.DataFrame,
+                     best: pd.DataFrame, ladder: pd.DataFrame, params: list[str],
+                     objectives: list[tuple[str, str]], target: Any,
+                     of_total: int | None = None) -> list[go.Figure]:
+    """Every plot of one workload: the history of ``numbers``/``values`` (the feasible trials'
+    first objective), balance, roofline, importance and Pareto front from ``sample`` (feasible
+    trials, all or an even sample of ``of_total``) with ``best`` marked, and model against
+    measurement from ``ladder`` (trials of configs several fidelities scored)."""
+    metric, direction = objectives[0]
+    figures: list[go.Figure | None] = [history_figure(numbers, values, direction, metric)]
+    if not sample.empty:
+        shown = thin(sample, keep=best)
+        figures += [*balance_figures(shown, best), roofline_figure(shown, target),
+                    importance_figure(sample, params, metric, of_total=of_total),
+                    pareto_figure(shown, best, objectives)]
+    if not ladder.empty:
+        figures += fidelity_figures(ladder, params, metric)
+    return [f for f in figures if f is not None]

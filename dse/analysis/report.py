@@ -17,16 +17,7 @@ from typing import Any
 import pandas as pd
 from plotly.offline import get_plotlyjs
 
-from dse.analysis.figures import (
-    balance_figures,
-    fidelity_figures,
-    figure_html,
-    history_figure,
-    importance_figure,
-    pareto_figure,
-    roofline_figure,
-    thin,
-)
+from dse.analysis.figures import figure_html, workload_figures
 from dse.storage import ResultStore
 from dse.study.query import best_trials, load_trials
 from dse.target import load_target
@@ -40,7 +31,7 @@ def _table(frame: pd.DataFrame, columns: list[str]) -> str:
 
 def _workload_section(group: pd.DataFrame, params: list[str], objectives: list[tuple[str, str]],
                       target: Any) -> list[str]:
-    metric, direction = objectives[0]
+    metric = objectives[0][0]
     ok = group[group["status"] == "ok"]
     best = best_trials(group, top=10)
     varying = [p for p in params if p in group and group[p].nunique() > 1]
@@ -48,14 +39,9 @@ def _workload_section(group: pd.DataFrame, params: list[str], objectives: list[t
         best, ["number", *varying, "tops", "latency_s", "bound", "balance", "evaluator"])]
     if ok.empty:
         return parts
-    shown = thin(ok, keep=best)
-    figures = [history_figure(ok["number"].to_numpy(), ok[metric].to_numpy(), direction, metric),
-               *balance_figures(shown, best),
-               roofline_figure(shown, target),
-               importance_figure(ok, params, metric),
-               pareto_figure(shown, best_trials(group), objectives),
-               *fidelity_figures(ok, params, metric)]
-    return parts + [figure_html(f) for f in figures if f is not None]
+    figures = workload_figures(ok["number"].to_numpy(), ok[metric].to_numpy(dtype=float), ok,
+                               best, ok, params, objectives, target)
+    return parts + [figure_html(f) for f in figures]
 
 
 def write_report(storage: str | None, study: str, out: str | Path) -> Path:

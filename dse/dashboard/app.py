@@ -23,14 +23,10 @@ from plotly.offline import get_plotlyjs
 from werkzeug.exceptions import HTTPException
 
 from dse.analysis.figures import (
-    balance_figures,
-    fidelity_figures,
     figure_html,
     history_figure,
-    importance_figure,
-    pareto_figure,
     roofline_figure,
-    thin,
+    workload_figures,
 )
 from dse.dashboard import config_view
 from dse.dashboard.data import StudySummary, SummaryCache, trials_by_number
@@ -239,21 +235,14 @@ def _table_view(summary: StudySummary, page: Any, where: str, sort: str) -> dict
 
 
 def _workload_views(summary: StudySummary, workload: Any) -> dict[str, Any]:
-    metric, direction = summary.objectives[0]
-    sample = workload.sample
-    shown = thin(sample, keep=workload.best)
-    figures = [history_figure(workload.numbers, workload.values, direction, metric)]
-    if not sample.empty:
-        figures += [*balance_figures(shown, workload.best), roofline_figure(shown, summary.target),
-                    importance_figure(sample, summary.params, metric, of_total=workload.ok),
-                    pareto_figure(shown, workload.best, summary.objectives)]
-    if not workload.ladder.empty:
-        figures += fidelity_figures(workload.ladder, summary.params, metric)
+    figures = workload_figures(workload.numbers, workload.values, workload.sample,
+                               workload.best, workload.ladder, summary.params,
+                               summary.objectives, summary.target, of_total=workload.ok)
     columns = _columns(summary, workload.best)
     return {"label": workload.label, "trials": workload.trials, "ok": workload.ok,
             "best": workload.best[columns].to_dict("records") if not workload.best.empty
             else [], "columns": columns,
-            "figures": [figure_html(f) for f in figures if f is not None]}
+            "figures": [figure_html(f) for f in figures]}
 
 
 def _compare_figures(summaries: list[StudySummary]) -> list[str]:
