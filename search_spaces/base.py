@@ -71,6 +71,17 @@ Param = IntParam | ChoiceParam
 
 
 @dataclass(frozen=True)
+class Rule:
+    """A constraint: ``check(context)`` is a bool array (True: satisfied) and
+    ``explain(context, i)`` says, with the numbers, why config ``i`` breaks it."""
+
+    name: str
+    doc: str
+    check: Any
+    explain: Any
+
+
+@dataclass(frozen=True)
 class Feasibility:
     """Result of checking a batch: which configs are feasible and the first rule each breaks."""
 

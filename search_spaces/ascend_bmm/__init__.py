@@ -22,10 +22,10 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from dse.errors import UsageError
 from dse.workload import BatchedGemmWorkload
 from search_spaces.ascend_bmm.geometry import BRANCH, Geometry, geometry
-from search_spaces.ascend_bmm.rules import BRANCHES
+from search_spaces.ascend_bmm.rules import BRANCHES, largest_divisor
 from search_spaces.ascend_bmm.target import FP32_BYTES, AscendTarget
 from search_spaces.ascend_bmm.tiling import rule_config
-from search_spaces.base import ChoiceParam, ConfigBatch, IntParam, Param, SearchSpaceBase
+from search_spaces.base import ChoiceParam, ConfigBatch, IntParam, Param, Rule, SearchSpaceBase
 
 TILES = ("base_m", "base_n", "base_k")
 BLOCKS = ("single_core_m", "single_core_n", "k_l1")
@@ -72,14 +72,6 @@ class Context:
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.batch[name]
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    doc: str
-    check: Any    # Context -> bool array
-    explain: Any  # (Context, i) -> str
 
 
 def _branch_applies(x: Context) -> np.ndarray:
@@ -273,9 +265,7 @@ class AscendBmmSpace(SearchSpaceBase):
         out["grid_k"] = max(2, base["grid_k"]) if branch == "stream_k" else 1
         out["merge_b0"] = max(2, base["merge_b0"]) if branch == "merge_batch" else 1
         out["cores"] = (min(base["cores"], c - 1) if branch == "asw_reduced_cores" else c)
-        out["window"] = min(base["window"], out["cores"])
-        while out["cores"] % out["window"]:
-            out["window"] -= 1
+        out["window"] = largest_divisor(out["cores"], base["window"])
         return out
 
     def n_chunks(self, free: Iterable[str] = ()) -> int:

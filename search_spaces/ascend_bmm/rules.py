@@ -212,6 +212,12 @@ def dividing_tile(length: int, most: int, align: int = 16) -> int:
                 if length % t == 0)
 
 
+def largest_divisor(n: int, most: int) -> int:
+    """The largest divisor of ``n`` not above ``most`` (at least 1): a swizzle window that
+    splits the cores into whole windows."""
+    return max(d for d in range(1, max(1, min(n, most)) + 1) if n % d == 0)
+
+
 def snake_order(cores: int, window: int, m_blocks: int, n_blocks: int) -> np.ndarray:
     """Execution position of each output block (m, n) under the sliding-window snake: windows
     of ``window`` block rows, M fastest inside a window, every odd window walking N backwards."""

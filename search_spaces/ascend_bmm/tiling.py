@@ -18,6 +18,7 @@ from search_spaces.ascend_bmm.rules import (
     dividing_tile,
     floor_to,
     l2_plan,
+    largest_divisor,
 )
 from search_spaces.ascend_bmm.target import AscendTarget
 
@@ -76,14 +77,9 @@ def rule_config(target: AscendTarget, workload: BatchedGemmWorkload) -> dict[str
     if 4 * (config["single_core_m"] + config["single_core_n"]) * config["k_l1"] * dt \
             <= target.memory.l1_bytes:
         config["l1_buffers"] = 4  # room for four: deepen the pipeline
-    window = min(config["window"], config["cores"])
-    while config["cores"] % window:
-        window -= 1
     blocks_along = -(-m // config["single_core_m"]) if config["swizzle"] == "m_first" \
         else -(-n // config["single_core_n"])
-    config["window"] = max(1, min(window, blocks_along))
-    while config["cores"] % config["window"]:
-        config["window"] -= 1
+    config["window"] = largest_divisor(config["cores"], min(config["window"], blocks_along))
     return config
 
 

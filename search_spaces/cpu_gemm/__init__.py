@@ -19,7 +19,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from dse.errors import UsageError
 from dse.workload import GemmWorkload
 from evaluators.analytical.cpu_gemm import block_bytes
-from search_spaces.base import ChoiceParam, ConfigBatch, IntParam, Param, SearchSpaceBase
+from search_spaces.base import ChoiceParam, ConfigBatch, IntParam, Param, Rule, SearchSpaceBase
 
 TILES = ("mc", "kc", "nc")
 ALIGN = 16
@@ -36,11 +36,6 @@ def _params() -> dict[str, Param]:
     return {p.name: p for p in params}
 
 
-class _Rule:
-    def __init__(self, name: str, doc: str, check: Any, explain: Any) -> None:
-        self.name, self.doc, self.check, self.explain = name, doc, check, explain
-
-
 class CpuGemmSpace(SearchSpaceBase):
     """Block sizes and packing of a GEMM on the host CPU."""
 
@@ -55,15 +50,15 @@ class CpuGemmSpace(SearchSpaceBase):
         w, elem, l3 = workload, workload.dtype.in_bytes, target.caches.l3_bytes
         dims = {"mc": w.M, "kc": w.K, "nc": w.N}
         self.constraints = (
-            _Rule("alignment", "block sizes are multiples of 16",
+            Rule("alignment", "block sizes are multiples of 16",
                   lambda b: np.all([b[t] % ALIGN == 0 for t in TILES], axis=0),
                   lambda b, i: "block sizes must be multiples of 16: " + ", ".join(
                       f"{t}={int(b[t][i])}" for t in TILES if b[t][i] % ALIGN)),
-            _Rule("within_matrix", "blocks are no larger than the matrices",
+            Rule("within_matrix", "blocks are no larger than the matrices",
                   lambda b: np.all([b[t] <= dims[t] for t in TILES], axis=0),
                   lambda b, i: "a block is larger than the matrix: " + ", ".join(
                       f"{t}={int(b[t][i])} > {dims[t]}" for t in TILES if b[t][i] > dims[t])),
-            _Rule("last_level_cache", "a block step's working set fits the last-level cache",
+            Rule("last_level_cache", "a block step's working set fits the last-level cache",
                   lambda b: block_bytes(b, elem) <= l3,
                   lambda b, i: f"a block step touches {int(block_bytes(b, elem)[i]):,} B, more "
                                f"than the {l3:,} B last-level cache"),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution
 
 from dse.errors import UsageError
 from dse.workload import GemmWorkload
-from search_spaces.base import ConfigBatch, IntParam, Param, SearchSpaceBase
+from search_spaces.base import ConfigBatch, IntParam, Param, Rule, SearchSpaceBase
 from search_spaces.triton_gemm.target import GpuTarget
 
 BLOCKS = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
@@ -38,14 +37,6 @@ def _params() -> dict[str, Param]:
 
 def _pow2(x: np.ndarray) -> np.ndarray:
     return (x > 0) & ((x & (x - 1)) == 0)
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    doc: str
-    check: Any
-    explain: Any
 
 
 def smem_bytes(b: ConfigBatch, in_bytes: int) -> np.ndarray:
