@@ -184,6 +184,17 @@ class Target:
         """What computes (for listings) and its clock in Hz."""
         return f"{self.array.rows}x{self.array.cols}", self.array.clock_hz
 
+    def occupancy(self, values: Mapping[str, float]) -> list[tuple[str, float, float, str]]:
+        """(resource, used, available, unit) of a config's on-chip memory use."""
+        memory, out = self.memory, []
+        if "l1_bytes" in values:
+            out.append(("L1 per core (buffers, without the stack)", values["l1_bytes"],
+                        float(memory.l1_bytes - memory.l1_stack_bytes), "B"))
+        if "l2_bytes" in values:
+            out.append((f"L2 over the {self.array.cols} MemTiles", values["l2_bytes"],
+                        float(memory.l2_bytes * self.array.cols), "B"))
+        return out
+
     def roofline(self, input_type: str | None = None) -> tuple[float, float]:
         """(peak operations/s of the whole array for an input type, DRAM bytes/s): the
         roofline's ceilings."""

@@ -305,7 +305,7 @@ def test_a_study_goes_through_store_queries_dashboard_and_report(storage_url, tm
     number = int(page.frame["number"].iloc[0])
     config = client.get(f"/config/{number}/asc")
     assert config.status_code == 200 and "DRAM traffic per matrix" in config.text
-    assert "On-chip memory occupancy" in config.text
+    assert "On-chip resource occupancy" in config.text
     report = write_report(storage_url, "asc", tmp_path / "asc.html")
     assert "Roofline" in report.read_text()
 

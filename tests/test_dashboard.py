@@ -108,7 +108,7 @@ def test_bad_table_input_is_explained(client):
 
 def test_config_page_shows_memory_traffic_and_stalls(client):
     page = client.get("/config/6/lad").text  # the first simulated trial
-    for title in ("On-chip memory occupancy", "DRAM traffic per matrix", "Time breakdown",
+    for title in ("On-chip resource occupancy", "DRAM traffic per matrix", "Time breakdown",
                   "stall: C drain", "Download the simulator's timeline"):
         assert title in page, title
 

@@ -247,3 +247,27 @@ def test_the_gpu_script_reports_a_ladder_study(tmp_path):
     assert row["shape"] == "96x80x72" and row["analytical_kept"] == 3
     assert row["hardware_trials"] == 3 and row["hardware_ok"] == 3
     assert row["torch_tflops"] > 0 and row["tuned_tflops"] > 0 and "BLOCK_M=" in row["best"]
+
+
+def test_dashboard_shows_a_gpu_config(tmp_path):
+    from dse.dashboard import create_app
+    from dse.study.runner import run_study
+    from dse.study.spec import study_from_dict
+
+    storage = str(tmp_path / "g.db")
+    run_study(study_from_dict({"name": "g", "target": "h200", "sampler": "random", "seed": 0,
+                               "workload": {"shape": "4096x4096x4096", "dtype": "bf16-bf16"},
+                               "budget": {"trials": 15}}), storage)
+    client = create_app(storage).test_client()
+    study = client.get("/study/g").text
+    assert "Balance: t_comp and t_mem against BLOCK_M x BLOCK_N" in study and "Roofline" in study
+    ok = load_ok_number(storage)
+    page = client.get(f"/config/{ok}/g").text
+    assert "On-chip resource occupancy" in page and "shared memory per program" in page
+
+
+def load_ok_number(storage: str) -> int:
+    from dse.study.query import load_trials
+
+    frame = load_trials(storage, "g")
+    return int(frame[frame["status"] == "ok"]["number"].iloc[0])

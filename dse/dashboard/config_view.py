@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import pandas as pd
@@ -27,39 +28,26 @@ def _number(row: pd.Series, name: str) -> float | None:
     return float(value) if value is not None and pd.notna(value) else None
 
 
-def occupancy(target: Any, row: pd.Series) -> list[tuple[str, float, float]]:
-    """(memory, bytes used, bytes available) for the target's on-chip memories."""
-    memory = getattr(target, "memory", None)
-    if memory is not None and hasattr(memory, "l0c_bytes"):  # an Ascend core
-        out = [(f"{name} per core", used, float(getattr(memory, f"{key}_bytes")))
-               for name, key, used in (("L1", "l1", _number(row, "l1_bytes")),
-                                       ("L0C", "l0c", _number(row, "l0c_bytes")))
-               if used is not None]
-        return out
-    if memory is None or not hasattr(memory, "l1_stack_bytes"):
-        return []
-    out = []
-    l1, l2 = _number(row, "l1_bytes"), _number(row, "l2_bytes")
-    if l1 is not None:
-        out.append(("L1 per core (buffers, without the stack)", l1,
-                    float(memory.l1_bytes - memory.l1_stack_bytes)))
-    if l2 is not None:
-        columns = target.array.cols
-        out.append((f"L2 over the {columns} MemTiles", l2, float(memory.l2_bytes * columns)))
-    return out
-
-
 def occupancy_figure(target: Any, row: pd.Series) -> go.Figure | None:
-    bars = occupancy(target, row)
+    """How much of each on-chip resource the config uses (``target.occupancy``: a list of
+    (resource, used, available, unit) for a trial's metrics and parameters)."""
+    if not hasattr(target, "occupancy"):
+        return None
+    values = {k: float(v) for k, v in row.items()
+              if isinstance(v, numbers.Real) and not isinstance(v, bool) and pd.notna(v)}
+    bars = [b for b in target.occupancy(values) if b[2] > 0]
     if not bars:
         return None
-    names = [b[0] for b in bars]
-    used = [100 * b[1] / b[2] for b in bars]
-    fig = go.Figure([go.Bar(y=names, x=used, orientation="h", name="used",
-                            text=[f"{b[1] / 1024:,.1f} of {b[2] / 1024:,.0f} KiB" for b in bars],
-                            textposition="auto")])
-    fig.update_layout(title="On-chip memory occupancy", xaxis_title="% of capacity",
-                      xaxis_range=[0, 100], height=260)
+
+    def amount(value: float, unit: str) -> str:
+        return f"{value / 1024:,.1f} KiB" if unit == "B" else f"{value:,.0f} {unit}"
+
+    fig = go.Figure([go.Bar(y=[b[0] for b in bars], x=[100 * b[1] / b[2] for b in bars],
+                            orientation="h", textposition="auto",
+                            text=[f"{amount(b[1], b[3])} of {amount(b[2], b[3])}"
+                                  for b in bars])])
+    fig.update_layout(title="On-chip resource occupancy", xaxis_title="% of capacity",
+                      xaxis_range=[0, 100], height=160 + 40 * len(bars))
     return fig
 
 

@@ -83,6 +83,13 @@ class AscendTarget(FamilyTarget):
         """What computes (for listings) and its clock in Hz."""
         return f"{self.cores.cube} cores", self.cores.clock_hz
 
+    def occupancy(self, values: Mapping[str, float]) -> list[tuple[str, float, float, str]]:
+        """(resource, used, available, unit) of a config's L1 and L0C use a core."""
+        return [(f"{name} per core", values[key], float(capacity), "B")
+                for name, key, capacity in (("L1", "l1_bytes", self.memory.l1_bytes),
+                                            ("L0C", "l0c_bytes", self.memory.l0c_bytes))
+                if key in values]
+
     def roofline(self, input_type: str | None = None) -> tuple[float, float]:
         """(Cube 16-bit peak FLOP/s, GM bytes/s): the roofline's ceilings."""
         return self.compute.cube_peak_flops, self.bandwidth.gm_bytes_per_s

@@ -61,6 +61,21 @@ class GpuTarget(FamilyTarget):
     def compute_units(self) -> tuple[str, float]:
         return f"{self.device.sms} SMs", self.device.clock_hz
 
+    def occupancy(self, values: Mapping[str, float]) -> list[tuple[str, float, float, str]]:
+        """(resource, used, available, unit): shared memory and registers of a program,
+        programs resident on an SM."""
+        d, out = self.device, []
+        if "smem_bytes" in values:
+            out.append(("shared memory per program", values["smem_bytes"],
+                        float(d.smem_per_block_bytes), "B"))
+        if "registers_per_thread" in values:
+            out.append(("registers per thread", values["registers_per_thread"],
+                        float(d.max_registers_per_thread), "registers"))
+        if "resident_per_sm" in values and "num_warps" in values:
+            out.append(("warps resident per SM", values["resident_per_sm"] * values["num_warps"],
+                        d.max_threads_per_sm / 32, "warps"))
+        return out
+
     def roofline(self, input_type: str | None = None) -> tuple[float, float]:
         """(tensor-core peak FLOP/s for the input type, HBM bytes/s)."""
         return self.peak_flops(input_type or "bf16"), self.device.hbm_bytes_per_s
