@@ -26,12 +26,16 @@ playwright = pytest.importorskip("playwright.sync_api", reason="playwright is no
 
 OUTPUT = Path(os.environ.get("DSE_TEST_OUTPUT", Path(__file__).parent.parent / "test-output"))
 LAUNCH = ("from dse.cli import main; raise SystemExit(main())")
+ASCEND = {"name": "asc", "target": "ascend-950pr", "sampler": "random", "seed": 0,
+          "workloads": [{"shape": "8x2048x1024x2048", "dtype": "bf16"},
+                        {"shape": "8/1x512x256x512", "dtype": "bf16"}],
+          "budget": {"trials": 30}}
 
 
 @pytest.fixture(scope="module")
 def storage(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("browser") / "b.db")
-    for spec in (LADDER, TWO_WORKLOADS):
+    for spec in (LADDER, TWO_WORKLOADS, ASCEND):
         run_study(study_from_dict(spec), path)
     return path
 
@@ -95,7 +99,7 @@ def _column(page, name: str) -> list[float]:
 def test_studies_list(page, server):
     page.goto(server + "/")
     rows = page.locator("#studies tr")
-    assert rows.count() == 3  # header, lad, two
+    assert rows.count() == 4  # header, asc, lad, two
     assert "xdna2" in page.locator("#studies").inner_text()
 
 
@@ -162,4 +166,13 @@ def test_compare_page(page, server):
     page.locator("form button").click()
     page.wait_for_url("**a=two**")
     assert page.locator(".study").count() == 2
+    _plots_drawn(page, 3)
+
+
+def test_ascend_study_and_config_pages(page, server):
+    page.goto(f"{server}/study/asc")
+    assert page.locator("section.workload").count() == 2
+    _plots_drawn(page, 8)
+    page.locator("#best-1 .best-number").click()
+    page.wait_for_url("**/config/**")
     _plots_drawn(page, 3)

@@ -35,6 +35,7 @@ from dse.formatting import fmt
 from dse.storage import ResultStore
 from dse.study.paging import trial_page
 from dse.study.query import list_studies
+from dse.workload import parse_workload
 
 PAGE_SIZES = (25, 50, 100, 250)
 # Columns of the configuration tables besides the parameters that vary in the study.
@@ -121,8 +122,9 @@ def create_app(storage: str | None, warm: bool = False) -> Flask:
                    config_view.dram_figure(row), config_view.time_figure(row)]
         metric_names = [c for c in row.index if c not in summary.params
                         and c not in ("study", "number") and pd.notna(row[c])]
+        label = parse_workload(str(row["shape"]), str(row["dtype"]), str(row["b_layout"])).label
         return render_template(
-            "config.html", s=summary, row=row, number=number,
+            "config.html", s=summary, row=row, number=number, label=label,
             params={p: row[p] for p in summary.params if p in row and pd.notna(row[p])},
             fields={c: row[c] for c in metric_names},
             figures=[figure_html(f) for f in figures if f is not None],

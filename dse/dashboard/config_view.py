@@ -14,7 +14,8 @@ from dse.workload import parse_workload
 # simulator's stall counters (the names the evaluators report; absent ones are skipped).
 TIME_PARTS = {"t_comp_s": "compute (t_comp)", "t_mem_s": "DRAM (t_mem)",
               "t_core_s": "core busy + stalls", "t_fill_s": "pipeline fill",
-              "t_drain_s": "C drain", "t_zero_s": "C zeroing", "t_bd_s": "BD reconfiguration",
+              "t_drain_s": "drain (exposed at the end)", "t_zero_s": "C zeroing",
+              "t_bd_s": "BD reconfiguration",
               "t_bd_setup_s": "BD setup", "t_dispatch_s": "dispatch",
               "stall_inputs_s": "stall: waiting for A/B", "stall_c_drain_s": "stall: C drain",
               "stall_bds_s": "stall: waiting for BDs", "t_mte1_s": "L1 -> L0 (MTE1)",
