@@ -32,6 +32,9 @@ FREE: dict[str, list[tuple[str, str]]] = {
     "cpu_gemm": [("model", "flops_per_s"), ("model", "call_s"),
                  ("model", "c_update_bytes_per_s"), ("model", "row_s")],
     "xdna_gemm": [("dram", "peak_bytes_per_s"), ("overheads", "dispatch_s")],
+    # the GPU model's assumptions (dse/targets/h100.toml, h200.toml: [model])
+    "triton_gemm": [("model", "mma_efficiency"), ("model", "step_overhead_cycles"),
+                    ("model", "l2_bytes_per_s"), ("model", "hbm_efficiency")],
 }
 
 

@@ -271,3 +271,25 @@ def load_ok_number(storage: str) -> int:
 
     frame = load_trials(storage, "g")
     return int(frame[frame["status"] == "ok"]["number"].iloc[0])
+
+
+def test_calibrating_the_gpu_model_against_measurements(tmp_path):
+    _interpreter_or_skip()
+    from dse.calibrate_study import calibrate_study
+    from dse.study.runner import run_study
+    from dse.study.spec import study_from_dict
+
+    storage = str(tmp_path / "c.db")
+    run_study(study_from_dict({
+        "name": "cal", "target": "h200", "workload": {"shape": "96x80x72", "dtype": "fp16-fp16"},
+        "space": {"fix": {"num_warps": 1, "num_stages": 1, "SPLIT_K": 1}},
+        "ladder": [{"evaluator": "analytical", "keep": 6, "select": "spread"},
+                   {"evaluator": "triton", "options": {"interpret": True, "max_repeats": 1,
+                                                       "min_repeats": 1}}]}), storage)
+    report = calibrate_study(storage, "cal", "analytical", "triton", tmp_path / "fit.toml")
+    assert set(report.fitted) == {"model.mma_efficiency", "model.step_overhead_cycles",
+                                  "model.l2_bytes_per_s", "model.hbm_efficiency"}
+    refit = load_target(str(report.out))
+    assert refit.model.step_overhead_cycles == pytest.approx(
+        report.fitted["model.step_overhead_cycles"], rel=1e-6)
+    assert refit.device == load_target("h200").device  # only the model's assumptions move
