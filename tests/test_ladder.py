@@ -97,3 +97,27 @@ def test_bad_ladders(ladder, message):
         study_from_dict({"name": "x", "target": "cpu",
                          "workload": {"shape": "256x256x256", "dtype": "fp32-fp32"},
                          "ladder": ladder})
+
+
+
+def test_choose_caps_each_group():
+    scores = np.array([9.0, 8.0, 7.0, 6.0, 5.0, 4.0])
+    groups = ["a", "a", "a", "b", "b", "c"]
+    assert choose(scores, 4, "top", groups, 2).tolist() == [0, 1, 3, 4]
+    assert choose(scores, 3, "top").tolist() == [0, 1, 2]
+
+
+def test_group_by_must_name_parameters():
+    rung = {"evaluator": "analytical", "keep": 5, "group_by": ["m_ct", "nope"], "per_group": 1}
+    base = {"name": "g", "target": "xdna2",
+            "workload": {"shape": "2048x2048x2048", "dtype": "int8-int8"},
+            "ladder": [rung, {"evaluator": "simulator"}]}
+    with pytest.raises(StudyFileError, match="group_by"):
+        study_from_dict(base)
+    rung["group_by"] = ["m_ct"]
+    del rung["per_group"]
+    with pytest.raises(StudyFileError, match="give group_by and per_group together"):
+        study_from_dict(base)
+    rung["per_group"] = 1
+    spec = study_from_dict(base)
+    assert spec.ladder[0].group_by == ("m_ct",) and spec.identity()["ladder"][0]["per_group"] == 1

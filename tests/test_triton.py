@@ -227,6 +227,7 @@ def test_the_gpu_script_builds_its_studies():
 
     study = study_from_dict(_gpu_script().study_dict("h100", 20))
     assert study.target == "h100" and study.ladder[0].keep == 20
+    assert study.ladder[0].per_group == 3 and "BLOCK_M" in study.ladder[0].group_by
     assert [w.shape for w in study.workloads] == ["4096x4096x4096", "8192x8192x8192",
                                                   "4096x4096x14336", "64x4096x4096"]
 

@@ -50,12 +50,23 @@ def agreement(cheap: np.ndarray, dear: np.ndarray, k: int) -> dict[str, float]:
             "top_k_overlap": len(top_cheap & top_dear) / k}
 
 
-def choose(scores: np.ndarray, keep: int, how: str) -> np.ndarray:
+def choose(scores: np.ndarray, keep: int, how: str, groups: list[Any] | None = None,
+           per_group: int | None = None) -> np.ndarray:
     """Indices of the configs to pass on: the best ``keep``, or ``keep`` spread over the range of
     scores (best and worst included: the dearer rung then sees the whole range, which is what
     checking or calibrating the cheaper one needs; evenly on a log scale when the scores share a
-    sign, as throughputs spanning orders of magnitude do). Unscored configs are never passed."""
+    sign, as throughputs spanning orders of magnitude do). Unscored configs are never passed;
+    with ``groups`` (a label per config), at most ``per_group`` of a group, its best."""
     ranked = [i for i in np.argsort(-scores, kind="stable") if np.isfinite(scores[i])]
+    if groups is not None and per_group is not None:
+        taken: dict[Any, int] = {}
+        capped = []
+        for i in ranked:
+            label = groups[i]
+            if taken.get(label, 0) < per_group:
+                taken[label] = taken.get(label, 0) + 1
+                capped.append(i)
+        ranked = capped
     if how == "top" or keep >= len(ranked):
         return np.array(ranked[:keep], dtype=np.int64)
     values = scores[ranked]
@@ -86,7 +97,8 @@ def run_ladder(runner: StudyRunner, ctx: EvalContext, workload_id: int,
         evaluator = build_evaluator(rung.evaluator.name, rung.evaluator.options)
         if index == 0 and hasattr(evaluator, "score"):  # score the whole space at once
             values = evaluator.score(batch, ctx)[objective.metric].astype(float) * sign
-            kept = choose(values, rung.keep or len(values), rung.select)
+            kept = choose(values, rung.keep or len(values), rung.select,
+                          _groups(batch, rung.group_by), rung.per_group)
             batch = batch_take(batch, kept)
         configs = ctx.space.decode(batch)
         if rung.trials is not None:
@@ -105,9 +117,17 @@ def run_ladder(runner: StudyRunner, ctx: EvalContext, workload_id: int,
                               evaluator.name, previous, dict(zip(keys, scores, strict=True)))
         previous = dict(zip(keys, scores, strict=True))
         if index + 1 < len(spec.ladder):
-            kept = choose(scores, rung.keep or len(scores), rung.select)
+            kept = choose(scores, rung.keep or len(scores), rung.select,
+                          _groups(ctx.space.encode(configs), rung.group_by), rung.per_group)
             batch = ctx.space.encode([configs[i] for i in kept])
         runner.recorder.flush()
+
+
+def _groups(batch: Any, names: tuple[str, ...]) -> list[tuple[Any, ...]] | None:
+    """A label per config of ``batch``: its values of the ``names`` parameters."""
+    if not names:
+        return None
+    return list(zip(*(batch[n].tolist() for n in names), strict=True))
 
 
 def _evaluate_once(runner: StudyRunner, ctx: EvalContext, workload_id: int,

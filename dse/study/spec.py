@@ -67,6 +67,10 @@ class Rung:
     keep: int | None = None
     select: str = "top"
     trials: int | None = None
+    # at most ``per_group`` kept configs share the values of the ``group_by`` parameters (so a
+    # shortlist is not filled with variants the cheap rung cannot tell apart)
+    group_by: tuple[str, ...] = ()
+    per_group: int | None = None
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,9 @@ class StudySpec:
             "objectives": [[o.metric, o.direction] for o in self.objectives],
             "seed": self.seed,
             **({"ladder": [{"evaluator": r.evaluator.name, "options": r.evaluator.options,
-                            "keep": r.keep, "select": r.select, "trials": r.trials}
+                            "keep": r.keep, "select": r.select, "trials": r.trials,
+                            **({"group_by": list(r.group_by), "per_group": r.per_group}
+                               if r.group_by else {})}
                            for r in self.ladder]} if self.ladder else {}),
         }
 
@@ -206,7 +212,8 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
     if sampler.name == "cmaes" and len(objectives) > 1:
         raise StudyFileError(f"{source}: key 'sampler': cmaes optimises one objective; use "
                              "nsga2, tpe or random for several")
-    ladder = _ladder(r, data.get("ladder"), target)
+    params = tuple(search_space_class(target.space)(target, workloads[0]).params())
+    ladder = _ladder(r, data.get("ladder"), target, params)
     if ladder and ("evaluator" in data or "sampler" in data):
         raise StudyFileError(f"{source}: a study with a 'ladder' takes its evaluators from the "
                              "rungs and scores the whole space: drop 'evaluator' and 'sampler'")
@@ -237,7 +244,7 @@ def _check_evaluator_space(r: _Reader, plugin: PluginSpec, target: Any, key: str
                              f"{', '.join(spaces)}")
 
 
-def _ladder(r: _Reader, raw: Any, target: Any) -> tuple[Rung, ...]:
+def _ladder(r: _Reader, raw: Any, target: Any, params: tuple[str, ...]) -> tuple[Rung, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list) or len(raw) < 2:
@@ -245,7 +252,8 @@ def _ladder(r: _Reader, raw: Any, target: Any) -> tuple[Rung, ...]:
     rungs = []
     for i, item in enumerate(raw):
         key = f"ladder[{i}]"
-        data = r.mapping(item, key, ("evaluator", "options", "keep", "select", "budget"))
+        data = r.mapping(item, key, ("evaluator", "options", "keep", "select", "budget",
+                                     "group_by", "per_group"))
         plugin = _plugin(r, {"name": data.get("evaluator", _MISSING),
                              "options": data.get("options", {})}, f"{key}.evaluator", None)
         _check_evaluator_space(r, plugin, target, f"{key}.evaluator")
@@ -255,11 +263,20 @@ def _ladder(r: _Reader, raw: Any, target: Any) -> tuple[Rung, ...]:
             raise r.fail(f"{key}.keep", _MISSING, "every rung but the last passes on 'keep' "
                          "configs")
         budget = r.mapping(data.get("budget", {}), f"{key}.budget", ("trials",))
+        group_by = tuple(r.str_list(data.get("group_by", []), f"{key}.group_by"))
+        for name in group_by:
+            if name not in params:
+                raise r.fail(f"{key}.group_by", name, f"a parameter ({', '.join(params)})")
+        if ("per_group" in data) != bool(group_by):
+            raise r.fail(f"{key}.per_group", data.get("per_group", _MISSING),
+                         "give group_by and per_group together")
         rungs.append(Rung(
             evaluator=plugin, keep=None if keep is None else r.integer(keep, f"{key}.keep", 1),
             select=r.choice(data.get("select", "top"), f"{key}.select", SELECTIONS),
             trials=r.integer(budget["trials"], f"{key}.budget.trials", 1)
-            if "trials" in budget else None))
+            if "trials" in budget else None, group_by=group_by,
+            per_group=r.integer(data["per_group"], f"{key}.per_group", 1)
+            if group_by else None))
     return tuple(rungs)
 
 
