@@ -16,8 +16,8 @@ from plotly.io import to_html
 
 from dse.study.query import FIDELITY_RANK
 
-MAX_POINTS = 1000
-HISTORY_POINTS = 1000
+MAX_POINTS = 600
+HISTORY_POINTS = 600
 # Each space's output tile (rows, columns) and depth, the axes of the balance plots.
 TILE_AXES = (("m_ct", "n_ct", "k_ct"), ("single_core_m", "single_core_n", "k_l1"),
              ("BLOCK_M", "BLOCK_N", "BLOCK_K"), ("mc", "nc", "kc"))
