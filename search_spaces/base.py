@@ -139,6 +139,18 @@ class SearchSpaceBase(ABC):
                 f"valid: {', '.join(optional)}" if optional
                 else f"the {self.name} space has no optional constraints"))
 
+    def _fixed_and_free(self, fix: Mapping[str, Any] | None, free: Iterable[str],
+                        overlap_ok: bool = False) -> tuple[dict[str, Any], list[str]]:
+        """``fix`` parsed and ``free`` checked against the parameters (and, unless
+        ``overlap_ok``, against ``fix``)."""
+        fixed, free = self.parse(fix or {}), list(free)
+        for name in free:
+            if name not in self._params:
+                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
+            if name in fixed and not overlap_ok:
+                raise UsageError(f"parameter {name!r} is both fixed and free")
+        return fixed, free
+
     def params(self) -> dict[str, Param]:
         """Every parameter with its fixed domain."""
         return dict(self._params)

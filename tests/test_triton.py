@@ -232,18 +232,24 @@ def test_the_gpu_script_builds_its_studies():
                                                   "4096x4096x14336", "64x4096x4096"]
 
 
-def test_the_gpu_script_reports_a_ladder_study(tmp_path):
+def interpreted_ladder(storage: str, name: str, keep: int, select: str) -> None:
+    """A small fp16 ladder study: the model keeps ``keep`` configs, Triton's interpreter runs
+    them."""
     _interpreter_or_skip()
     from dse.study.runner import run_study
     from dse.study.spec import study_from_dict
 
-    storage = str(tmp_path / "l.db")
     run_study(study_from_dict({
-        "name": "lad", "target": "h200", "workload": {"shape": "96x80x72", "dtype": "fp16-fp16"},
+        "name": name, "target": "h200", "workload": {"shape": "96x80x72", "dtype": "fp16-fp16"},
         "space": {"fix": {"num_warps": 1, "num_stages": 1, "SPLIT_K": 1}},
-        "ladder": [{"evaluator": "analytical", "keep": 3, "select": "top"},
+        "ladder": [{"evaluator": "analytical", "keep": keep, "select": select},
                    {"evaluator": "triton", "options": {"interpret": True, "max_repeats": 1,
                                                        "min_repeats": 1}}]}), storage)
+
+
+def test_the_gpu_script_reports_a_ladder_study(tmp_path):
+    storage = str(tmp_path / "l.db")
+    interpreted_ladder(storage, "lad", 3, "top")
     (row,) = _gpu_script().summarise(storage, "lad")
     assert row["shape"] == "96x80x72" and row["analytical_kept"] == 3
     assert row["hardware_trials"] == 3 and row["hardware_ok"] == 3
@@ -275,18 +281,10 @@ def load_ok_number(storage: str) -> int:
 
 
 def test_calibrating_the_gpu_model_against_measurements(tmp_path):
-    _interpreter_or_skip()
     from dse.calibrate_study import calibrate_study
-    from dse.study.runner import run_study
-    from dse.study.spec import study_from_dict
 
     storage = str(tmp_path / "c.db")
-    run_study(study_from_dict({
-        "name": "cal", "target": "h200", "workload": {"shape": "96x80x72", "dtype": "fp16-fp16"},
-        "space": {"fix": {"num_warps": 1, "num_stages": 1, "SPLIT_K": 1}},
-        "ladder": [{"evaluator": "analytical", "keep": 6, "select": "spread"},
-                   {"evaluator": "triton", "options": {"interpret": True, "max_repeats": 1,
-                                                       "min_repeats": 1}}]}), storage)
+    interpreted_ladder(storage, "cal", 6, "spread")
     report = calibrate_study(storage, "cal", "analytical", "triton", tmp_path / "fit.toml")
     assert set(report.fitted) == {"model.mma_efficiency", "model.step_overhead_cycles",
                                   "model.l2_bytes_per_s", "model.hbm_efficiency"}

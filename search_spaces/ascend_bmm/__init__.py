@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 
-from dse.errors import UsageError
 from dse.workload import BatchedGemmWorkload
 from search_spaces.ascend_bmm.geometry import BRANCH, Geometry, geometry
 from search_spaces.ascend_bmm.rules import BRANCHES, largest_divisor
@@ -226,13 +225,7 @@ class AscendBmmSpace(SearchSpaceBase):
         """Per branch (the rules' choice first): L0 tiles from a ladder of sizes, blocks and
         k_l1 as whole multiples of them; other parameters at the rules' values unless fixed or
         listed in ``free``."""
-        fixed = self.parse(fix or {})
-        free = list(free)
-        for name in free:
-            if name not in self._params:
-                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
-            if name in fixed:
-                raise UsageError(f"parameter {name!r} is both fixed and free")
+        fixed, free = self._fixed_and_free(fix, free)
         base = {**self._defaults, **fixed}
         first = base["branch"]
         branches = [first, *(b for b in BRANCHES if b != first)]

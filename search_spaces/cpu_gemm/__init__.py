@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
-from dse.errors import UsageError
 from dse.workload import GemmWorkload
 from evaluators.analytical.cpu_gemm import block_bytes
 from search_spaces.base import ChoiceParam, ConfigBatch, IntParam, Param, Rule, SearchSpaceBase
@@ -74,10 +73,7 @@ class CpuGemmSpace(SearchSpaceBase):
     def chunks(self, fix: Mapping[str, Any] | None = None,
                free: Iterable[str] = ()) -> Iterator[tuple[ConfigBatch, int]]:
         """Block sizes 16, 32, ..., 1024 (up to the matrix) and packing, in one batch."""
-        fixed = self.parse(fix or {})
-        for name in free:
-            if name not in self._params:
-                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
+        fixed, free = self._fixed_and_free(fix, free, overlap_ok=True)
         axes = []
         for name, param in self._params.items():
             if name in fixed:

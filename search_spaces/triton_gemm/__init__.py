@@ -121,10 +121,7 @@ class TritonGemmSpace(SearchSpaceBase):
                free: Iterable[str] = ()) -> Iterator[tuple[ConfigBatch, int]]:
         """Every combination of the domains (5 x 5 x 5 x 6 x 5 x 6 x 5 = 112,500), fixed
         parameters held; one batch a SPLIT_K value."""
-        fixed = self.parse(fix or {})
-        for name in free:
-            if name not in self._params:
-                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
+        fixed, free = self._fixed_and_free(fix, free, overlap_ok=True)
         axes = {n: [fixed[n]] if n in fixed else list(v) for n, v in DOMAINS.items()}
         for split in axes.pop("SPLIT_K"):
             combos = np.array(list(itertools.product(*axes.values())), dtype=np.int64)

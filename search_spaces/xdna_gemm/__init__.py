@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from dse.errors import UsageError
 from dse.target import Target
 from dse.workload import GemmWorkload
 from search_spaces.base import (
@@ -70,13 +69,7 @@ class XdnaGemmSpace(SearchSpaceBase):
         Tile sizes vary unless fixed (listing them in ``free`` changes nothing); other parameters
         keep their default unless listed in ``free`` (then every value of their domain) or fixed.
         """
-        fixed = self.parse(fix or {})
-        free = list(free)
-        for name in free:
-            if name not in self._params:
-                raise UsageError(f"unknown parameter {name!r}; valid: {', '.join(self._params)}")
-            if name in fixed:
-                raise UsageError(f"parameter {name!r} is both fixed and free")
+        fixed, free = self._fixed_and_free(fix, free)
         defaults = self.defaults()
         others = [p for p in self._params if p not in TILE_PARAMS]
         choices = [self._domain(p) if p in free else [fixed.get(p, defaults[p])] for p in others]
