@@ -88,7 +88,12 @@ class ResultStore:
         Done when the schema-version row exists; SQLite commits DDL on its own, so tables can
         appear before that row does: creating is idempotent and simply repeated until it is.
         """
-        for attempt in range(10):
+        # SQLite answers a read upgraded to a write "locked" at once (no busy wait): a process
+        # that lost that race tries again for as long as a writer would wait for a lock
+        deadline = time.monotonic() + 60.0
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 with self.session() as s:
                     if s.scalar(select(m.Meta.value).where(m.Meta.key == "schema_version")):
@@ -104,10 +109,11 @@ class ResultStore:
                     conn.execute(insert(m.Meta.__table__).on_conflict_do_nothing(
                         index_elements=["key"]),
                         [{"key": "schema_version", "value": str(m.SCHEMA_VERSION)}])
-            except (IntegrityError, OperationalError, ProgrammingError):
-                if attempt == 9:  # another process kept creating the same tables
-                    raise
-                time.sleep(0.1 * (attempt + 1))
+            except (IntegrityError, OperationalError, ProgrammingError) as exc:
+                locked = "locked" in str(exc.orig)
+                if time.monotonic() > deadline if locked else attempt >= 10:
+                    raise  # held too long, or another process kept creating the tables
+                time.sleep(min(0.1 * attempt, 1.0))
 
     def _migrate(self) -> None:
         with self.engine.connect():  # an unreachable database fails here, at once
