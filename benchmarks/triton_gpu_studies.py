@@ -1,8 +1,14 @@
 """The GPU studies of ``studies/h200_bf16.yaml`` (or h100): per shape, the tuned Triton GEMM's
 TFLOP/s next to ``torch.matmul`` measured in the same run.
 
-Run on a machine with an NVIDIA GPU, PyTorch and Triton (``pip install -e '.[gpu]'``):
+On a machine with an NVIDIA GPU, PyTorch and Triton (``pip install -e '.[gpu]'``):
     python benchmarks/triton_gpu_studies.py [--target h200|h100] [--keep 60] [--storage gpu.db]
+
+Where the GPU box has only PyTorch and Triton, the hardware rung goes there as a file:
+    python benchmarks/triton_gpu_studies.py --storage gpu.db --offline jobs.json   # here
+    python3 dse/offline/runner.py jobs.json results.json                           # GPU box
+    dse ingest results.json --storage gpu.db                                       # here
+    python benchmarks/triton_gpu_studies.py --storage gpu.db --offline jobs.json   # report
 
 For each shape the analytical model ranks every feasible config and the best ``--keep`` are
 compiled, checked and timed (the hardware trials); the report lists the tuned TFLOP/s,
@@ -38,35 +44,54 @@ def study_dict(target: str, keep: int) -> dict:
     return raw
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", default="h200", choices=("h200", "h100"))
-    parser.add_argument("--keep", type=int, default=60, help="hardware trials a shape")
-    parser.add_argument("--storage", help="SQLite file or URL (default: a temporary file)")
-    args = parser.parse_args()
+def _gpu_problem() -> str | None:
+    """Why the hardware rung cannot run here (None when it can)."""
     try:
         import torch
     except ImportError:
-        print("no PyTorch here: pip install -e '.[gpu]' on a machine with an NVIDIA GPU",
-              file=sys.stderr)
-        return 2
+        return "no PyTorch here: pip install -e '.[gpu]' on a machine with an NVIDIA GPU"
     if not torch.cuda.is_available():
-        print("no CUDA GPU visible to PyTorch: these studies measure on the GPU",
-              file=sys.stderr)
-        return 2
+        return "no CUDA GPU visible to PyTorch: these studies measure on the GPU"
+    return None
+
+
+def _show_device(target: str) -> None:
     from dse.target import load_target
     from search_spaces.triton_gemm.target import device_properties
 
     found = device_properties() or {}
-    declared = load_target(args.target).device
+    declared = load_target(target).device
     differs = {k: (getattr(declared, k), v) for k, v in found.items()
                if hasattr(declared, k) and getattr(declared, k) != v}
-    print(f"device: {found.get('name', '?')}; differs from {args.target}.toml: "
+    print(f"device: {found.get('name', '?')}; differs from {target}.toml: "
           f"{differs or 'nothing read'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="h200", choices=("h200", "h100"))
+    parser.add_argument("--keep", type=int, default=60, help="hardware trials a shape")
+    parser.add_argument("--storage", help="SQLite file or URL (default: a temporary file)")
+    parser.add_argument("--offline", metavar="JOBS.json", help="without a GPU here: write the "
+                        "hardware trials to this file for dse/offline/runner.py on the GPU box")
+    args = parser.parse_args(argv)
+    if args.offline and not args.storage:
+        parser.error("--offline needs --storage: the study continues there after dse ingest")
+    if not args.offline:
+        problem = _gpu_problem()
+        if problem:
+            print(f"{problem} (or use --offline)", file=sys.stderr)
+            return 2
+        _show_device(args.target)
     raw = study_dict(args.target, args.keep)
     storage = args.storage or str(Path(tempfile.mkdtemp()) / "gpu.db")
     start = time.perf_counter()
-    run_study(study_from_dict(raw), storage)
+    summary = run_study(study_from_dict(raw), storage, offline=args.offline)
+    if summary.offline is not None and summary.offline.configs:
+        print(f"{len(summary.offline.configs)} hardware trials written to {args.offline}; on "
+              f"the GPU box: python3 dse/offline/runner.py {args.offline} results.json; then "
+              f"here: dse ingest results.json --storage {storage}, and this command again")
+        return 0
     rows = summarise(storage, raw["name"])
     print(f"{raw['name']}: {time.perf_counter() - start:.0f} s, results in {storage}")
     print(table(rows, ("shape", "tuned_tflops", "torch_tflops", "ratio", "target",

@@ -10,10 +10,9 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from dse.errors import DseError, UsageError
+from dse.errors import DseError, UsageError, read_json
 from dse.formatting import key_values, table
 from dse.paper_strategy import paper_strategy
 from dse.problem import build_context, build_evaluator
@@ -68,12 +67,7 @@ def _print_result(result: EvalResult) -> None:
 
 
 def _load_configs(path: str) -> list[dict[str, Any]]:
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UsageError(f"--configs: file {path!r} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--configs: {path} is not valid JSON: {exc}") from None
+    data = read_json(path, "--configs: file")
     if not isinstance(data, list) or not all(isinstance(c, dict) for c in data):
         raise UsageError(f"--configs: {path} must hold a JSON list of parameter objects")
     return data

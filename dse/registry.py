@@ -72,6 +72,7 @@ def evaluator_class(name: str) -> Any:
 # Command groups a target family adds to the CLI: name -> "module:function(subparsers)".
 COMMANDS: dict[str, str] = {
     "ascend": "search_spaces.ascend_bmm.cli:add_commands",
+    "triton": "search_spaces.triton_gemm.cli:add_commands",
 }
 
 

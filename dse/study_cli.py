@@ -61,15 +61,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = load_study(args.study).with_overrides(trials=args.trials, workers=args.workers)
     progress = _Progress()
     try:
-        summary = run_study(spec, args.storage, args.ray_address, progress)
+        summary = run_study(spec, args.storage, args.ray_address, progress, args.offline)
     finally:
         progress.close()
     _print_summary(summary, args.storage or spec.storage)
+    if args.offline is not None:
+        _print_offline(summary, args)
     if summary.status == "interrupted":
         print(f"interrupted: what finished is stored; run `dse run {args.study}` again to "
               "resume", file=sys.stderr)
         return 130
     return 0
+
+
+def _print_offline(summary: RunSummary, args: argparse.Namespace) -> None:
+    """What ``--offline`` wrote and the three steps that finish the study."""
+    export = summary.offline
+    if export is None:
+        print(f"\nevery rung ran here: nothing written to {args.offline}")
+        return
+    if not export.configs:
+        print(f"\nevery config of the {export.evaluator.name} rung has a stored result: the "
+              f"study is complete ({args.offline} lists none)")
+        return
+    runner = Path(__file__).parent / "offline" / "runner.py"
+    again = (f"run {args.study}" + (f" --storage {args.storage}" if args.storage else "")
+             + f" --offline {args.offline}")
+    print(f"\n{len(export.configs)} configs for the {export.evaluator.name} rung written to "
+          f"{args.offline}"
+          + (f" ({len(export.skipped)} skipped: {export.skipped[0]})" if export.skipped else "")
+          + f".\nOn the machine that can run them: `python3 runner.py {args.offline} "
+          f"results.json` (copy {runner}; it needs Python and what the jobs import).\nThen here: "
+          f"`dse ingest results.json` and `dse {again}` again to finish the ladder.")
 
 
 def _print_summary(summary: RunSummary, storage: str | None) -> None:
@@ -80,7 +103,8 @@ def _print_summary(summary: RunSummary, storage: str | None) -> None:
     for w in summary.workloads:
         print(f"\n{w.workload.label}: "
               f"{w.trials} trials; this run evaluated {w.evaluated}, served {w.cached} from "
-              f"the store, {w.infeasible} infeasible, {w.failed} failed")
+              f"the store, {w.infeasible} infeasible, {w.failed} failed"
+              + (f", {w.exported} exported for the offline runner" if w.exported else ""))
         rows = best[(best["shape"] == w.workload.shape) & (best["dtype"] == w.workload.dtype.name)
                     & (best["b_layout"] == w.workload.b_layout)] if not best.empty else best
         if rows.empty:
@@ -328,6 +352,10 @@ def add_study_commands(sub: Any) -> None:
                      "that are not vectorised")
     run.add_argument("--trials", type=int, help="trials per workload (overrides budget.trials)")
     run.add_argument("--ray-address", help="existing Ray cluster to run evaluations on")
+    run.add_argument("--offline", metavar="FILE.json",
+                     help="a ladder rung whose evaluator cannot run here (the triton rung "
+                     "without a GPU) writes its configs to FILE for the offline runner instead "
+                     "of refusing; dse ingest the results and run again to finish")
     run.set_defaults(func=cmd_run)
 
     studies = sub.add_parser("studies", help="list studies with counts and best")

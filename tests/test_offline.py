@@ -84,3 +84,29 @@ def test_bad_results_file(tmp_path, capsys):
     bad.write_text(json.dumps({"format": "something-else"}))
     assert main(["ingest", str(bad), "--storage", str(tmp_path / "r.db")]) == 2
     assert "not a dse results file" in capsys.readouterr().err
+
+
+def test_runner_batches_python_jobs_and_keeps_what_finished(tmp_path):
+    """Neighbouring python jobs of one workload run as one call; the results file is written
+    after each call, so a runner that dies keeps the calls before."""
+    source = ("import os\n"
+              "def measure(values, stop_at):\n"
+              "    if stop_at in values:\n"
+              "        os._exit(3)\n"
+              "    return [{'status': 'ok', 'metrics': {'latency_s': v, 'calls': len(values)}}"
+              " for v in values]\n")
+
+    def item(workload, value):
+        return {"id": f"{workload}-{value}", "workload": {"shape": workload}, "params": {},
+                "job": {"kind": "python", "source": source, "entry": "measure",
+                        "batch": "values", "args": {"values": [value], "stop_at": 99}}}
+
+    items = [item("a", 1), item("a", 2), item("b", 3), item("b", 99)]
+    configs, results = tmp_path / "configs.json", tmp_path / "results.json"
+    configs.write_text(json.dumps({"format": "dse-configs/1", "study": "s", "target": "cpu",
+                                   "evaluator": {"name": "x"}, "configs": items}))
+    done = subprocess.run([sys.executable, str(RUNNER), str(configs), str(results)],
+                          capture_output=True, text=True)
+    assert done.returncode == 3 and "[3-4/4]" in done.stderr
+    kept = json.loads(results.read_text())["results"]
+    assert [(r["id"], r["metrics"]["calls"]) for r in kept] == [("a-1", 2), ("a-2", 2)]

@@ -50,8 +50,12 @@ def test_space_has_exactly_the_triton_parameters():
 
 @pytest.mark.parametrize(("params", "reason"), [
     (dict(num_stages=4, BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, num_warps=16),
-     "4 x (256 + 256) x 128 x 2 B = 524,288 B exceeds the 232,448 B a block may use"),
+     "4 buffers x (256 + 256) x 128 x 2 B = 524,288 B exceeds the 232,448 B a block may use"),
+    (dict(num_stages=5, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, num_warps=4),  # mma.sync
+     "4 buffers x (32 + 256) x 128 x 2 B = 294,912 B exceeds"),
     (dict(BLOCK_M=256, BLOCK_N=256, num_warps=4), "256 x 256 accumulators over 128 threads"),
+    (dict(BLOCK_M=256, BLOCK_N=256, BLOCK_K=32, num_warps=16),
+     "is 128 registers a thread (at most 88 with 16 warps)"),
     (dict(BLOCK_M=16, BLOCK_N=16, num_warps=4), "4 warps need a C tile of at least 1024"),
     (dict(BLOCK_M=96), "powers of two only"),
     (dict(SPLIT_K=128, BLOCK_K=64), "exceeds K=4096"),
@@ -129,15 +133,28 @@ def interpreted():
     evaluator.close()
 
 
-@pytest.mark.parametrize("dtype", ["fp16-fp16", "fp32-fp32"])
-def test_kernel_is_correct_under_the_interpreter(interpreted, dtype):
-    ctx = build_context("h200", dtype, "96x80x72")  # ragged: every edge is masked
+@pytest.mark.parametrize("dtype,layout", [("fp16-fp16", "col"), ("fp16-fp16", "row"),
+                                          ("fp32-fp32", "col")])
+def test_kernel_is_correct_under_the_interpreter(interpreted, dtype, layout):
+    ctx = build_context("h200", dtype, "96x80x72", layout)  # ragged: every edge is masked
     configs = [ctx.space.resolve({**c, "num_warps": 1, "num_stages": 1}) for c in CONFIGS]
     results = interpreted.evaluate(ctx.space.encode(configs), ctx)
     assert [r.status.value for r in results] == ["ok"] * 3, [r.reason for r in results]
     for r in results:
         assert r.metrics["max_relative_error"] < 1e-2
         assert r.metrics["torch_tflops"] > 0 and r.metrics["interpreted"] is True
+
+
+def test_b_is_stored_as_the_workload_says(monkeypatch):
+    _interpreter_or_skip()
+    from evaluators.hardware import triton_kernel
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # operands on the CPU
+    job = {"M": 8, "K": 24, "N": 40, "dtype": "fp16"}
+    for layout, strides in (("col", (1, 24)), ("row", (40, 1))):
+        a, b, reference = triton_kernel._operands({**job, "b_layout": layout})
+        assert b.shape == (24, 40) and b.stride() == strides
+        assert (reference == a.float() @ b.float()).all()
 
 
 def test_bf16_under_the_interpreter(interpreted):
@@ -183,11 +200,7 @@ def test_offline_runner_round_trip(tmp_path):
     assert job["kind"] == "python" and job["entry"] == "offline_run"
     assert "import dse" not in job["source"] and "@triton.jit" in job["source"]
     results = tmp_path / "results.json"
-    runner = os.path.join(os.path.dirname(__file__), "..", "dse", "offline", "runner.py")
-    done = subprocess.run([sys.executable, runner, str(configs), str(results)],
-                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    _run_offline_jobs(configs, results)
     data = json.loads(results.read_text())
     assert [r["status"] for r in data["results"]] == ["ok", "ok"]
     assert all(r["metrics"]["torch_tflops"] > 0 for r in data["results"])
@@ -196,6 +209,55 @@ def test_offline_runner_round_trip(tmp_path):
     measured = frame[frame["evaluator"] == "triton"]
     assert len(measured) == 2 and (measured["status"] == "ok").all()
     assert np.isfinite(measured["tops"]).all()
+
+
+def _run_offline_jobs(configs, results):
+    """The offline runner on an exported file, the kernel under Triton's interpreter."""
+    runner = os.path.join(os.path.dirname(__file__), "..", "dse", "offline", "runner.py")
+    done = subprocess.run([sys.executable, runner, str(configs), str(results)],
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def test_a_ladder_measures_its_gpu_rung_offline(tmp_path, capsys):
+    """Without a GPU, ``dse run --offline`` exports the configs the model kept; the runner
+    measures them (here under the interpreter); after ingesting, the same command finishes the
+    ladder with the rank agreement and exports nothing more."""
+    _interpreter_or_skip()
+    from dse.study.query import fidelity_report, load_trials
+    from evaluators.hardware.triton_gpu import TritonEvaluator
+
+    if TritonEvaluator().unavailable() is None:
+        pytest.skip("this machine has a GPU: the rung runs here")
+    study = tmp_path / "s.yaml"
+    study.write_text(
+        "name: offl\ntarget: h200\nworkloads:\n  - {shape: 96x80x72, dtype: fp16-fp16}\n"
+        "  - {shape: 64x64x64, dtype: fp16-fp16}\n"
+        "space: {fix: {num_warps: 1, num_stages: 1, SPLIT_K: 1}}\n"
+        "ladder:\n  - {evaluator: analytical, keep: 3}\n  - {evaluator: triton}\n")
+    storage, configs, results = (str(tmp_path / "o.db"), tmp_path / "jobs.json",
+                                 tmp_path / "results.json")
+    command = ["run", str(study), "--storage", storage, "--offline", str(configs)]
+    assert main(command[:-2]) == 2  # without --offline the rung is refused
+    assert "--offline FILE" in capsys.readouterr().err
+    assert main(command) == 0
+    out = capsys.readouterr().out
+    assert "6 configs for the triton rung written to" in out and "3 exported" in out
+    exported = json.loads(configs.read_text())
+    assert {c["job"]["batch"] for c in exported["configs"]} == {"jobs"}
+    assert load_trials(storage, "offl")["evaluator"].tolist() == ["analytical"] * 6
+    log = _run_offline_jobs(configs, results)
+    assert "[1-3/6]" in log and "[4-6/6]" in log  # one call per workload
+    assert main(["ingest", str(results), "--storage", storage]) == 0
+    assert main(command) == 0
+    assert "the study is complete" in capsys.readouterr().out
+    frame = load_trials(storage, "offl")
+    measured = frame[frame["evaluator"] == "triton"]
+    assert len(measured) == 6 and (measured["status"] == "ok").all()
+    report = fidelity_report(storage, "offl")
+    assert len(report) == 2 and all(r["n"] == 3 for r in report)
 
 
 def test_a_gpu_study_refuses_to_start_without_a_gpu(tmp_path):
@@ -228,8 +290,23 @@ def test_the_gpu_script_builds_its_studies():
     study = study_from_dict(_gpu_script().study_dict("h100", 20))
     assert study.target == "h100" and study.ladder[0].keep == 20
     assert study.ladder[0].per_group == 3 and "BLOCK_M" in study.ladder[0].group_by
-    assert [w.shape for w in study.workloads] == ["4096x4096x4096", "8192x8192x8192",
-                                                  "4096x4096x14336", "64x4096x4096"]
+    assert [w.shape for w in study.workloads] == ["4096x4096x4096", "64x4096x4096",
+                                                  "8192x8192x8192", "4096x4096x14336"]
+
+
+def test_the_gpu_script_writes_its_hardware_trials_for_a_gpu_box(tmp_path, capsys):
+    from evaluators.hardware.triton_gpu import TritonEvaluator
+
+    if TritonEvaluator().unavailable() is None:
+        pytest.skip("this machine has a GPU: the script measures here")
+    jobs = tmp_path / "jobs.json"
+    script = _gpu_script()
+    assert script.main(["--storage", str(tmp_path / "g.db"), "--offline", str(jobs),
+                        "--keep", "5"]) == 0
+    assert "20 hardware trials written to" in capsys.readouterr().out
+    exported = json.loads(jobs.read_text())["configs"]
+    assert [c["workload"]["M"] for c in exported[::5]] == [4096, 64, 8192, 4096]
+    assert all(c["job"]["args"]["jobs"][0]["b_layout"] == "col" for c in exported)
 
 
 def interpreted_ladder(storage: str, name: str, keep: int, select: str) -> None:

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dse.errors import UsageError
+from dse.errors import UsageError, read_json
 from dse.problem import build_context, build_evaluator
 from dse.results import EvalResult, Status
 from dse.storage import ResultStore, canonical_key
@@ -33,6 +33,40 @@ def _job(evaluator: Any, params: dict[str, Any], ctx: Any) -> dict[str, Any] | s
     return evaluator.offline_job(params, ctx)
 
 
+class OfflineExport:
+    """Configs of one study for one evaluator, collected for the offline runner and written as
+    one configs file (``dse export-configs``, and ``dse run --offline`` for a ladder rung that
+    cannot run on this machine)."""
+
+    def __init__(self, study: str, target: str, evaluator_name: str,
+                 options: dict[str, Any]) -> None:
+        self.study, self.target, self.options = study, target, options
+        self.evaluator = build_evaluator(evaluator_name, options)
+        self.configs: list[dict[str, Any]] = []
+        self.skipped: list[str] = []
+
+    def add(self, ctx: Any, params: dict[str, Any]) -> None:
+        """Add one config of ``ctx``'s workload (or note why the runner cannot measure it)."""
+        job = _job(self.evaluator, params, ctx)
+        if isinstance(job, str):
+            self.skipped.append(job)
+            return
+        workload = ctx.workload.to_dict()
+        self.configs.append({"id": canonical_key({"workload": workload,
+                                                  "config": config_key(ctx.space.name, params)}),
+                             "workload": workload, "params": params, "job": job})
+
+    def write(self, out: str | Path) -> int:
+        """Write the configs file; returns how many configs it holds."""
+        ev = self.evaluator
+        Path(out).write_text(json.dumps({
+            "format": CONFIGS_FORMAT, "study": self.study, "target": self.target,
+            "evaluator": {"name": ev.name, "version": ev.version, "fidelity": ev.fidelity,
+                          "options": self.options},
+            "configs": self.configs}, indent=1))
+        return len(self.configs)
+
+
 def export_configs(storage: str | None, study: str, top: int, out: str | Path,
                    evaluator_name: str, options: dict[str, Any]) -> tuple[int, list[str]]:
     """Write the study's ``top`` best configs per workload; returns (written, skipped reasons)."""
@@ -41,26 +75,12 @@ def export_configs(storage: str | None, study: str, top: int, out: str | Path,
     best = best_trials(frame, top)
     with store.session() as s:
         spec = store.require_study(s, study).spec
-    evaluator = build_evaluator(evaluator_name, options)
+    export = OfflineExport(study, spec["target"], evaluator_name, options)
     params_names = frame.attrs.get("params", [])
-    configs, skipped = [], []
     for _, row in best.iterrows():
         ctx = build_context(spec["target"], row["dtype"], row["shape"], row["b_layout"])
-        params = ctx.space.resolve({k: row[k] for k in params_names})
-        job = _job(evaluator, params, ctx)
-        if isinstance(job, str):
-            skipped.append(job)
-            continue
-        workload = ctx.workload.to_dict()
-        configs.append({"id": canonical_key({"workload": workload,
-                                             "config": config_key(ctx.space.name, params)}),
-                        "workload": workload, "params": params, "job": job})
-    Path(out).write_text(json.dumps({
-        "format": CONFIGS_FORMAT, "study": study, "target": spec["target"],
-        "evaluator": {"name": evaluator.name, "version": evaluator.version,
-                      "fidelity": evaluator.fidelity, "options": options},
-        "configs": configs}, indent=1))
-    return len(configs), skipped
+        export.add(ctx, ctx.space.resolve({k: row[k] for k in params_names}))
+    return export.write(out), export.skipped
 
 
 def _result(entry: dict[str, Any], evaluator: Any) -> EvalResult:
@@ -73,12 +93,7 @@ def _result(entry: dict[str, Any], evaluator: Any) -> EvalResult:
 
 def ingest(storage: str | None, path: str | Path) -> dict[str, int]:
     """Store a results file; returns how many evaluations and trials were new."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UsageError(f"results file {str(path)!r} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not valid JSON: {exc}") from None
+    data = read_json(path, "results file")
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
         raise UsageError(f"{path}: not a dse results file (format {RESULTS_FORMAT!r}, written by "
                          "the offline runner)")

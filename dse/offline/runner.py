@@ -8,12 +8,15 @@ Copy this one file next to ``configs.json`` (written by ``dse export-configs``),
 bring ``results.json`` back for ``dse ingest``. Jobs of kind ``cpu`` run the blocked GEMM here
 (timed, checked against A @ B); jobs of kind ``command`` run the given commands and return
 their output for dse to interpret; jobs of kind ``python`` carry the source of a measuring
-module (the Triton GEMM) and call its entry point here.
+module (the Triton GEMM) and call its entry point here, neighbouring ones of a workload that
+differ only in their ``batch`` argument in one call. The results file is rewritten after every
+call, so a run cut short keeps what finished (ingest it, and export what is left).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -87,32 +90,90 @@ def run_command(job: dict[str, Any]) -> dict[str, Any]:
 _MODULES: dict[str, Any] = {}
 
 
-def run_python(job: dict[str, Any]) -> dict[str, Any]:
-    """Run ``entry(**args)`` of the module whose source the job carries (loaded once, from a
-    file: compilers such as Triton's read a kernel's source back)."""
+def _module(source: str) -> Any:
+    """The module of a job's source, loaded once, from a file (compilers such as Triton's read
+    a kernel's source back)."""
     import hashlib
     import importlib.util
     import tempfile
 
-    digest = hashlib.sha256(job["source"].encode()).hexdigest()[:16]
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     module = _MODULES.get(digest)
     if module is None:
         path = f"{tempfile.mkdtemp(prefix='dse-job-')}/dse_job_{digest}.py"
         with open(path, "w") as handle:
-            handle.write(job["source"])
+            handle.write(source)
         spec = importlib.util.spec_from_file_location(f"dse_job_{digest}", path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
         _MODULES[digest] = module
+    return module
+
+
+def run_python(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """``entry(**args)`` of the module whose source the job carries: one outcome per element of
+    the job's ``batch`` argument (a list), or one outcome when it has none."""
     try:
-        outcome = getattr(module, job["entry"])(**job["args"])
+        outcome = getattr(_module(job["source"]), job["entry"])(**job["args"])
     except Exception as exc:  # noqa: BLE001 - the results file says what went wrong
-        return {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
-    return outcome[0] if isinstance(outcome, list) else outcome
+        failed = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+        return [failed] * (len(job["args"][job["batch"]]) if "batch" in job else 1)
+    return outcome if isinstance(outcome, list) else [outcome]
 
 
-RUNNERS = {"cpu": run_cpu, "command": run_command, "python": run_python}
+def _same_call(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two python jobs differ only in their batch argument (so one call serves both)."""
+    if a["kind"] != "python" or b["kind"] != "python" or "batch" not in a \
+            or a.get("batch") != b.get("batch"):
+        return False
+    rest = {k: v for k, v in a["args"].items() if k != a["batch"]}
+    return (a["source"] == b["source"] and a["entry"] == b["entry"]
+            and rest == {k: v for k, v in b["args"].items() if k != b["batch"]})
+
+
+def calls(configs: list[dict[str, Any]]) -> list[list[int]]:
+    """The configs grouped into calls: neighbouring python jobs of one workload that differ only
+    in their batch argument run as one call (the Triton GEMM then compiles all of them in
+    parallel); the results file is written after each call."""
+    groups: list[list[int]] = []
+    for index, item in enumerate(configs):
+        first = configs[groups[-1][0]] if groups else None
+        if first is not None and first["workload"] == item["workload"] \
+                and _same_call(first["job"], item["job"]):
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+    return groups
+
+
+def _merged(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    first = jobs[0]
+    if len(jobs) == 1:
+        return first
+    name = first["batch"]
+    return {**first, "args": {**first["args"], name: [x for j in jobs for x in j["args"][name]]}}
+
+
+def perform(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """Outcomes of a job: one per element of a python job's batch, else one."""
+    if job["kind"] == "python":
+        return run_python(job)
+    return [RUNNERS[job["kind"]](job)]
+
+
+RUNNERS = {"cpu": run_cpu, "command": run_command}
+
+
+def _write(path: str, exported: dict[str, Any], results: list[dict[str, Any]]) -> None:
+    """Write the results file (after every call: a run cut short keeps what finished)."""
+    provenance = {"host": platform.node(), "python": platform.python_version(),
+                  "machine": platform.machine(), "processor": platform.processor()}
+    with open(path + ".part", "w") as handle:
+        json.dump({"format": RESULTS_FORMAT, "study": exported["study"],
+                   "evaluator": exported["evaluator"], "provenance": provenance,
+                   "results": results}, handle, indent=1)
+    os.replace(path + ".part", path)
 
 
 def main(argv: list[str]) -> int:
@@ -121,20 +182,20 @@ def main(argv: list[str]) -> int:
         return 2
     with open(argv[0]) as handle:
         exported = json.load(handle)
-    results = []
-    for number, item in enumerate(exported["configs"], start=1):
-        print(f"[{number}/{len(exported['configs'])}] {item['id'][:12]} ...", file=sys.stderr)
+    configs, results = exported["configs"], []
+    for group in calls(configs):
+        print(f"[{group[0] + 1}-{group[-1] + 1}/{len(configs)}] "
+              f"{configs[group[0]]['job']['kind']} ...", file=sys.stderr, flush=True)
         start = time.perf_counter()
-        job = item["job"]
-        outcome = RUNNERS[job["kind"]](job)
-        results.append({"id": item["id"], "workload": item["workload"], "params": item["params"],
-                        "elapsed_s": time.perf_counter() - start, **outcome})
-    provenance = {"host": platform.node(), "python": platform.python_version(),
-                  "machine": platform.machine(), "processor": platform.processor()}
-    with open(argv[1], "w") as handle:
-        json.dump({"format": RESULTS_FORMAT, "study": exported["study"],
-                   "evaluator": exported["evaluator"], "provenance": provenance,
-                   "results": results}, handle, indent=1)
+        outcomes = perform(_merged([configs[i]["job"] for i in group]))
+        each = (time.perf_counter() - start) / len(group)
+        for index, outcome in zip(group, outcomes, strict=True):
+            item = configs[index]
+            results.append({"id": item["id"], "workload": item["workload"],
+                            "params": item["params"], "elapsed_s": each, **outcome})
+        _write(argv[1], exported, results)
+    if not configs:
+        _write(argv[1], exported, results)
     return 0
 
 

@@ -103,6 +103,9 @@ def run_ladder(runner: StudyRunner, ctx: EvalContext, workload_id: int,
         configs = ctx.space.decode(batch)
         if rung.trials is not None:
             configs = configs[:rung.trials]
+        if index == runner.offline_rung and _export_unmeasured(runner, ctx, workload_id,
+                                                               configs, evaluator, summary):
+            break  # the dearer rungs wait for these results (dse ingest, then run again)
         pool = make_pool(evaluator, spec.workers, runner.ray_address)
         try:
             results = _evaluate_once(runner, ctx, workload_id, configs, summary, evaluator, pool)
@@ -121,6 +124,21 @@ def run_ladder(runner: StudyRunner, ctx: EvalContext, workload_id: int,
                           _groups(ctx.space.encode(configs), rung.group_by), rung.per_group)
             batch = ctx.space.encode([configs[i] for i in kept])
         runner.recorder.flush()
+
+
+def _export_unmeasured(runner: StudyRunner, ctx: EvalContext, workload_id: int,
+                       configs: list[dict[str, Any]], evaluator: Any,
+                       summary: WorkloadSummary) -> bool:
+    """Add the configs ``evaluator`` has no stored result for to the run's offline export;
+    whether there were any."""
+    runner.recorder.flush()
+    keys = [config_key(ctx.space.name, c) for c in configs]
+    known = runner.recorder.lookup(workload_id, keys, evaluator)
+    missing = [c for c, k in zip(configs, keys, strict=True) if k not in known]
+    for config in missing:
+        runner.offline.add(ctx, config)
+    summary.exported += len(missing)
+    return bool(missing)
 
 
 def _groups(batch: Any, names: tuple[str, ...]) -> list[tuple[Any, ...]] | None:

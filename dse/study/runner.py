@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 
 import dse
 from dse.errors import UsageError
+from dse.offline.exchange import OfflineExport
 from dse.problem import build_evaluator
 from dse.registry import search_space_class
 from dse.results import EvalResult, Status
@@ -51,6 +52,7 @@ class WorkloadSummary:
     cached: int = 0
     infeasible: int = 0
     failed: int = 0
+    exported: int = 0  # configs written for the offline runner (``--offline``)
 
 
 @dataclass
@@ -60,6 +62,7 @@ class RunSummary:
     status: str
     elapsed_s: float
     workloads: list[WorkloadSummary]
+    offline: OfflineExport | None = None  # what ``--offline`` wrote, if a rung was exported
 
 
 def owner_id() -> str:
@@ -75,18 +78,15 @@ class StudyRunner:
     """Runs (or resumes) one study against one store."""
 
     def __init__(self, spec: StudySpec, store: ResultStore, ray_address: str | None = None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, offline: str | None = None) -> None:
         self.spec, self.store, self.progress = spec, store, progress
         self.ray_address = ray_address
         self.target = load_target(spec.target)
         self.evaluator = build_evaluator(spec.evaluator.name, spec.evaluator.options)
         self.owner = owner_id()
         self.deadline = (time.monotonic() + spec.budget.time_s) if spec.budget.time_s else None
-        rungs = [build_evaluator(r.evaluator.name, r.evaluator.options) for r in spec.ladder]
-        for evaluator in rungs or [self.evaluator]:  # refuse what cannot run here, before storing
-            problem = evaluator.unavailable() if hasattr(evaluator, "unavailable") else None
-            if problem:
-                raise UsageError(f"evaluator {evaluator.name!r} cannot run here: {problem}")
+        self.offline_path = offline
+        self.offline_rung, self.offline = self._offline_rung(offline)
         if spec.sampler.name != "exhaustive":
             make_sampler(spec, 1)  # refuse unknown options or a missing package before storing
         for workload in spec.workloads:  # refuse impossible spaces before touching the store
@@ -121,6 +121,32 @@ class StudyRunner:
             search_space_class(self.target.space).name, next_number, self._renew_lease,
             socket.gethostname(), library_versions())
 
+    def _offline_rung(self, offline: str | None) -> tuple[int | None, OfflineExport | None]:
+        """Refuse an evaluator that cannot run here, before anything is stored; with
+        ``offline``, the one ladder rung after the first that cannot is exported instead."""
+        spec = self.spec
+        plugins = [r.evaluator for r in spec.ladder] or [spec.evaluator]
+        stuck = []
+        for index, plugin in enumerate(plugins):
+            evaluator = build_evaluator(plugin.name, plugin.options)
+            problem = evaluator.unavailable() if hasattr(evaluator, "unavailable") else None
+            if problem:
+                stuck.append((index, evaluator, problem))
+        if offline is not None and not spec.ladder:
+            raise UsageError("--offline exports a ladder rung, and this study has no ladder; "
+                             "use dse export-configs for its best configs")
+        if not stuck:
+            return None, None
+        index, evaluator, problem = stuck[0]
+        if offline is None or index == 0 or len(stuck) > 1 \
+                or not hasattr(evaluator, "offline_job"):
+            hint = (" (or run with --offline FILE to measure that rung elsewhere)"
+                    if spec.ladder and index > 0 and hasattr(evaluator, "offline_job")
+                    and offline is None else "")
+            raise UsageError(f"evaluator {evaluator.name!r} cannot run here: {problem}{hint}")
+        plugin = plugins[index]
+        return index, OfflineExport(spec.name, spec.target, plugin.name, plugin.options)
+
     def _renew_lease(self, s: Any) -> None:
         self.store.acquire(s, self.store.require_study(s, self.spec.name), self.owner, LEASE_S)
 
@@ -145,8 +171,10 @@ class StudyRunner:
         finally:
             self.pool.close()
             self.store.release(self.spec.name, self.owner, status)
+        if self.offline is not None and self.offline_path is not None:
+            self.offline.write(self.offline_path)
         return RunSummary(self.spec.name, self.store.safe_url, status,
-                          time.monotonic() - start, summaries)
+                          time.monotonic() - start, summaries, self.offline)
 
     def context(self, workload: Workload) -> EvalContext:
         space = search_space_class(self.target.space)(
@@ -299,7 +327,10 @@ def _void_dead_local_owner(row: Any) -> None:
 
 
 def run_study(spec: StudySpec, storage: str | None = None, ray_address: str | None = None,
-              progress: Progress | None = None) -> RunSummary:
-    """Run or resume ``spec`` into ``storage`` (default: the spec's, else ``./dse.db``)."""
+              progress: Progress | None = None, offline: str | None = None) -> RunSummary:
+    """Run or resume ``spec`` into ``storage`` (default: the spec's, else ``./dse.db``).
+
+    With ``offline`` (a file name), a ladder rung whose evaluator cannot run on this machine
+    writes the configs it would measure there, for the offline runner, instead of refusing."""
     store = ResultStore(storage or spec.storage)
-    return StudyRunner(spec, store, ray_address, progress).run()
+    return StudyRunner(spec, store, ray_address, progress, offline).run()

@@ -2,7 +2,7 @@
 
 C is cut into BLOCK_M x BLOCK_N tiles, each computed by SPLIT_K programs that share its K.
 
-* Occupancy: programs resident on one SM, limited by shared memory (stages of A and B tiles),
+* Occupancy: programs resident on one SM, limited by shared memory (buffers of A and B tiles),
   registers (the fp32 accumulators plus an allowance for operands and addresses), threads and
   the block limit.
 * Compute: programs run in waves over the SMs (a partial last wave idles SMs). A program's
@@ -17,7 +17,8 @@ C is cut into BLOCK_M x BLOCK_N tiles, each computed by SPLIT_K programs that sh
   so when the K slices they read at once fit L2 each wave reads its tiles from HBM once,
   otherwise every program reads its own. Plus C written (with split-K,
   fp32 partial sums read and written per split) over HBM at its sustained efficiency.
-* T = max(compute, memory) + launch.
+* T = max(compute, memory) + launch, plus with split-K the two passes over C around the GEMM
+  (zeroing the fp32 sums, converting them to the output type) and their launches.
 
 All rates are the target file's; the ``model`` section holds the assumptions (L2 bandwidth,
 HBM efficiency, launch cost, accumulator registers).
@@ -29,10 +30,9 @@ import numpy as np
 
 from dse.workload import GemmWorkload
 from search_spaces.base import ConfigBatch
-from search_spaces.triton_gemm import accumulator_registers, smem_bytes
+from search_spaces.triton_gemm import OPERAND_REGISTERS, accumulator_registers, smem_bytes
 from search_spaces.triton_gemm.target import GpuTarget
 
-OPERAND_REGISTERS = 40  # per thread, besides accumulators (addresses, indices, operand tiles)
 FULL_RATE_WARPS = 4     # one warp group issues Hopper's wgmma at full rate
 DRIFT_STEPS = 8         # how many pipelines of K steps a wave's programs drift apart
 
@@ -46,7 +46,7 @@ def score(batch: ConfigBatch, target: GpuTarget, w: GemmWorkload) -> dict[str, n
     group, split = batch["GROUP_M"].astype(np.float64), batch["SPLIT_K"].astype(np.float64)
 
     # occupancy
-    smem = smem_bytes(batch, dt).astype(np.float64)
+    smem = smem_bytes(batch, dt, dev).astype(np.float64)
     threads = 32 * warps
     regs = np.minimum(accumulator_registers(batch) + OPERAND_REGISTERS,
                       dev.max_registers_per_thread)
@@ -90,7 +90,12 @@ def score(batch: ConfigBatch, target: GpuTarget, w: GemmWorkload) -> dict[str, n
     hbm = a_b + c_bytes
     t_memory = hbm / (dev.hbm_bytes_per_s * model.hbm_efficiency)
 
-    latency = np.maximum(t_compute, t_memory) + model.launch_s
+    # split-K's fp32 C is zeroed before the GEMM and converted after it: two more kernels,
+    # in series with it (the measured operation includes them)
+    hbm_rate = dev.hbm_bytes_per_s * model.hbm_efficiency
+    t_split_passes = np.where(split > 1, w.M * w.N * (4.0 + 4.0 + out) / hbm_rate
+                              + 2 * model.launch_s, 0.0)
+    latency = np.maximum(t_compute, t_memory) + model.launch_s + t_split_passes
     return {
         "tops": 2.0 * w.macs / latency / 1e12,
         "latency_s": latency,
@@ -108,5 +113,6 @@ def score(batch: ConfigBatch, target: GpuTarget, w: GemmWorkload) -> dict[str, n
         "dram_bytes": hbm,
         "dram_bytes_a_b": a_b,
         "dram_bytes_c": c_bytes,
+        "t_split_passes_s": t_split_passes,
         "l2_fits_wave": fits.astype(np.int64),
     }

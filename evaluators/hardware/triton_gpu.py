@@ -28,7 +28,8 @@ KERNEL = "evaluators.hardware.triton_kernel"
 
 def job_of(params: dict[str, Any], ctx: EvalContext, seed: int = 0) -> dict[str, Any]:
     w = ctx.workload
-    return {"M": w.M, "K": w.K, "N": w.N, "dtype": w.dtype.input, "seed": seed,
+    return {"M": w.M, "K": w.K, "N": w.N, "dtype": w.dtype.input, "b_layout": w.b_layout,
+            "seed": seed,
             **{k: int(v) for k, v in params.items()}}
 
 
@@ -36,7 +37,7 @@ class TritonEvaluator:
     """Measures each config's Triton GEMM (see the module docstring)."""
 
     name: ClassVar[str] = "triton"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: B stored as the workload's layout says
     fidelity: ClassVar[str] = "hardware"
     spaces: ClassVar[tuple[str, ...]] = ("triton_gemm",)
     device = "gpu0"
@@ -86,7 +87,7 @@ class TritonEvaluator:
 
     def _torch_tflops(self, ctx: EvalContext) -> float:
         w = ctx.workload
-        key = (w.M, w.K, w.N, w.dtype.input)
+        key = (w.M, w.K, w.N, w.dtype.input, w.b_layout)
         if key not in self._baselines:
             job = job_of({}, ctx, self.seed)
             m = measure(self._get_worker(), f"{KERNEL}:torch_matmul", job, self.settings,
@@ -131,7 +132,7 @@ class TritonEvaluator:
         """The job the offline runner performs on a GPU box: this kernel module's source and
         the config (the box needs PyTorch and Triton only)."""
         source = Path(inspect.getfile(triton_kernel)).read_text()
-        return {"kind": "python", "source": source, "entry": "offline_run",
+        return {"kind": "python", "source": source, "entry": "offline_run", "batch": "jobs",
                 "args": {"jobs": [job_of(params, ctx, self.seed)]}}
 
     def close(self) -> None:

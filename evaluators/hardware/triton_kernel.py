@@ -5,14 +5,16 @@ measurement harness's worker process, and ``dse export-configs`` ships its sourc
 where the offline runner executes it. ``TRITON_INTERPRET=1`` (set before Triton is imported)
 runs the same kernel on the CPU with Triton's interpreter, for correctness only.
 
-Jobs are dicts: M, K, N, dtype (``bf16``, ``fp16``, ``fp32``), the seven kernel parameters
-(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, num_stages, num_warps) and a seed.
+Jobs are dicts: M, K, N, dtype (``bf16``, ``fp16``, ``fp32``), b_layout (``row``: B stored
+K x N; ``col``: N x K), the seven kernel parameters (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+SPLIT_K, num_stages, num_warps) and a seed.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import os
+import sys
 import time
 from collections import namedtuple
 from typing import Any
@@ -79,17 +81,27 @@ def _torch_dtype(name: str) -> Any:
     return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
 
 
+def _problem(job: dict[str, Any]) -> tuple[Any, ...]:
+    return (job["M"], job["K"], job["N"], job["dtype"], job.get("b_layout", "row"),
+            job.get("seed", 0))
+
+
 def _operands(job: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """A, B and the fp32 reference, made once per problem and reused."""
+    """A (row-major), B (stored as the job's ``b_layout`` says: ``col`` holds it N x K, and the
+    kernel and torch.matmul see its transposed view) and the fp32 reference, made once per
+    problem and reused."""
     import torch
 
-    key = (job["M"], job["K"], job["N"], job["dtype"], job.get("seed", 0))
+    key = _problem(job)
     if key not in _DATA:
         device = "cpu" if interpreting() else "cuda"
         generator = torch.Generator(device=device).manual_seed(job.get("seed", 0))
         dtype = _torch_dtype(job["dtype"])
         a = torch.randn(job["M"], job["K"], generator=generator, device=device).to(dtype)
-        b = torch.randn(job["K"], job["N"], generator=generator, device=device).to(dtype)
+        if job.get("b_layout", "row") == "col":
+            b = torch.randn(job["N"], job["K"], generator=generator, device=device).to(dtype).t()
+        else:
+            b = torch.randn(job["K"], job["N"], generator=generator, device=device).to(dtype)
         _DATA.clear()  # one problem at a time keeps GPU memory bounded
         _DATA[key] = (a, b, a.float() @ b.float())
     return _DATA[key]
@@ -127,15 +139,16 @@ def tolerance(dtype: str, k: int) -> float:
     return 4 * unit * max(k, 1) ** 0.5 / 8
 
 
-COMPILER_ERRORS = ("OutOfResources", "CompilationError", "InterpreterError")
+# what Triton raises when it refuses a config (ptxas: too few registers for 16 warps, say)
+COMPILER_ERRORS = ("OutOfResources", "CompilationError", "InterpreterError", "PTXASError")
 
 
-def _rejected_by_compiler(exc: BaseException) -> bool:
+def rejected_by_compiler(exc: BaseException) -> bool:
     """Whether Triton refused the config (resources, an invalid shape), not the run failing."""
     if type(exc).__name__ in COMPILER_ERRORS or "out of resource" in str(exc).lower():
         return True
     cause = exc.__cause__ or exc.__context__
-    return cause is not None and _rejected_by_compiler(cause)
+    return cause is not None and rejected_by_compiler(cause)
 
 
 def check(**job: Any) -> dict[str, Any]:
@@ -146,7 +159,7 @@ def check(**job: Any) -> dict[str, Any]:
         c = _launch(job, a, b, _output(job, a))
     except Exception as exc:  # noqa: BLE001 - compile errors surface here, reported as data
         name = type(exc).__name__
-        if _rejected_by_compiler(exc):
+        if rejected_by_compiler(exc):
             return {"status": "infeasible", "reason": f"Triton: {name}: {exc}"[:2000]}
         return {"status": "failed", "reason": f"{name}: {exc}"[:2000]}
     error = float((c.float() - reference).abs().max()) / max(float(reference.abs().max()),
@@ -240,22 +253,42 @@ def device() -> dict[str, Any]:
     return info
 
 
-def offline_run(jobs: list[dict[str, Any]], repeats: int = 3) -> list[dict[str, Any]]:
-    """The offline runner's entry: check, time and compare every job against torch.matmul."""
-    results = []
-    baseline: dict[tuple[Any, ...], float] = {}
+def _measure_problem(jobs: list[dict[str, Any]], repeats: int) -> list[dict[str, Any]]:
+    """Check, time and compare against torch.matmul the configs of one problem."""
+    results: list[dict[str, Any]] = []
+    baseline: float | None = None
+    info = device()
     for job, checked in zip(jobs, check_many(jobs), strict=True):
+        label = " ".join(f"{p}={job[p]}" for p in (*KERNEL_PARAMS, "num_stages", "num_warps"))
         if checked["status"] != "ok":
+            print(f"  {label}: {checked['status']}: {checked['reason'][:120]}", file=sys.stderr)
             results.append(checked)
             continue
         times = [run(**job).seconds for _ in range(repeats)]
-        key = (job["M"], job["K"], job["N"], job["dtype"])
-        if key not in baseline:
-            baseline[key] = min(torch_matmul(**job).seconds for _ in range(repeats))
+        if baseline is None:
+            baseline = min(torch_matmul(**job).seconds for _ in range(repeats))
         seconds = sorted(times)[len(times) // 2]
         flops = 2.0 * job["M"] * job["K"] * job["N"]
+        print(f"  {label}: {flops / seconds / 1e12:.1f} TFLOP/s (torch.matmul "
+              f"{flops / baseline / 1e12:.1f})", file=sys.stderr, flush=True)
         results.append({"status": "ok", "metrics": {
             "latency_s": seconds, "tops": flops / seconds / 1e12, "times_s": times,
-            "torch_tflops": flops / baseline[key] / 1e12,
-            "max_relative_error": checked["max_relative_error"], **device()}})
+            "torch_tflops": flops / baseline / 1e12,
+            "max_relative_error": checked["max_relative_error"], **info}})
     return results
+
+
+def offline_run(jobs: list[dict[str, Any]], repeats: int = 3) -> list[dict[str, Any]]:
+    """The offline runner's entry: check, time and compare every job against torch.matmul, one
+    problem at a time (its configs compiled in parallel); one result per job, in order."""
+    results: list[dict[str, Any] | None] = [None] * len(jobs)
+    by_problem: dict[tuple[Any, ...], list[int]] = {}
+    for index, job in enumerate(jobs):
+        by_problem.setdefault(_problem(job), []).append(index)
+    for (m, k, n, dtype, layout, _), indices in by_problem.items():
+        print(f"{m}x{k}x{n} {dtype} (B {layout}): {len(indices)} configs", file=sys.stderr,
+              flush=True)
+        measured = _measure_problem([jobs[i] for i in indices], repeats)
+        for index, result in zip(indices, measured, strict=True):
+            results[index] = result
+    return [r for r in results if r is not None]

@@ -39,14 +39,43 @@ def _pow2(x: np.ndarray) -> np.ndarray:
     return (x > 0) & ((x & (x - 1)) == 0)
 
 
-def smem_bytes(b: ConfigBatch, in_bytes: int) -> np.ndarray:
-    """Shared memory a program needs: its stages of A and B tiles."""
-    return b["num_stages"] * (b["BLOCK_M"] + b["BLOCK_N"]) * b["BLOCK_K"] * in_bytes
+def warpgroup_mma(b: ConfigBatch, device: Any) -> np.ndarray:
+    """Whether Triton issues Hopper's warp-group MMA (wgmma): on compute capability 9.0, with
+    whole warp groups (num_warps a multiple of 4) and BLOCK_M of at least 64; otherwise the
+    warp-level mma.sync (what ``dse triton compile`` finds in the PTX for sm_90)."""
+    return (device.compute_capability == 90) & (b["num_warps"] % 4 == 0) & (b["BLOCK_M"] >= 64)
+
+
+def smem_buffers(b: ConfigBatch, device: Any) -> np.ndarray:
+    """A and B tile buffers in shared memory: wgmma reads its operands from shared memory, so
+    each of num_stages is one; with mma.sync the tile being multiplied sits in registers and
+    Triton keeps num_stages - 1 (at least one)."""
+    stages = b["num_stages"]
+    return np.where(warpgroup_mma(b, device), stages, np.maximum(stages - 1, 1))
+
+
+def smem_bytes(b: ConfigBatch, in_bytes: int, device: Any) -> np.ndarray:
+    """Shared memory a program needs: its buffers of A and B tiles (what Triton allocates for
+    sm_90 when the operands' rows are 16-element aligned; otherwise it does not pipeline and
+    takes less)."""
+    return smem_buffers(b, device) * (b["BLOCK_M"] + b["BLOCK_N"]) * b["BLOCK_K"] * in_bytes
 
 
 def accumulator_registers(b: ConfigBatch) -> np.ndarray:
     """FP32 accumulator registers per thread."""
     return b["BLOCK_M"] * b["BLOCK_N"] // (32 * b["num_warps"])
+
+
+# Registers a thread needs beside its accumulators (addresses, indices, operand fragments):
+# ptxas gave 32 to 104 (most 45 to 80) over 36 bf16 configs compiled for sm_90.
+OPERAND_REGISTERS = 40
+
+
+def register_budget(b: ConfigBatch, device: Any) -> np.ndarray:
+    """Registers a thread may hold: the per-thread limit, or a block's share of the register
+    file when it has many threads (16 warps leave 128 each)."""
+    return np.minimum(device.max_registers_per_thread,
+                      device.registers_per_sm // (32 * b["num_warps"]))
 
 
 def _rules(target: GpuTarget, w: GemmWorkload) -> tuple[Rule, ...]:
@@ -72,19 +101,25 @@ def _rules(target: GpuTarget, w: GemmWorkload) -> tuple[Rule, ...]:
              lambda b, i: f"{int(b['num_warps'][i])} warps need a C tile of at least "
                           f"{256 * int(b['num_warps'][i])} elements (16x16 each), got "
                           f"{int(b['BLOCK_M'][i])}x{int(b['BLOCK_N'][i])}"),
-        Rule("shared_memory", "num_stages x (BLOCK_M + BLOCK_N) x BLOCK_K x bytes fits a "
-             "block's shared memory",
-             lambda b: smem_bytes(b, dt) <= dev.smem_per_block_bytes,
-             lambda b, i: f"{int(b['num_stages'][i])} x ({int(b['BLOCK_M'][i])} + "
+        Rule("shared_memory", "buffers x (BLOCK_M + BLOCK_N) x BLOCK_K x bytes fits a "
+             "block's shared memory (num_stages buffers with wgmma, num_stages - 1 with "
+             "mma.sync)",
+             lambda b: smem_bytes(b, dt, dev) <= dev.smem_per_block_bytes,
+             lambda b, i: f"{int(smem_buffers(b, dev)[i])} buffers x ({int(b['BLOCK_M'][i])} + "
                           f"{int(b['BLOCK_N'][i])}) x {int(b['BLOCK_K'][i])} x {dt} B = "
-                          f"{int(smem_bytes(b, dt)[i]):,} B exceeds the "
+                          f"{int(smem_bytes(b, dt, dev)[i]):,} B exceeds the "
                           f"{dev.smem_per_block_bytes:,} B a block may use"),
-        Rule("registers", f"fp32 accumulators per thread at most {acc_max} (of "
-             f"{dev.max_registers_per_thread}: operands and addresses need the rest)",
-             lambda b: accumulator_registers(b) <= acc_max,
+        Rule("registers", f"fp32 accumulators per thread at most {acc_max}, and with "
+             f"{OPERAND_REGISTERS} more for operands and addresses within what a thread may "
+             f"hold ({dev.max_registers_per_thread}, or {dev.registers_per_sm:,} over the "
+             "block's threads)",
+             lambda b: (accumulator_registers(b) <= acc_max)
+             & (accumulator_registers(b) + OPERAND_REGISTERS <= register_budget(b, dev)),
              lambda b, i: f"{int(b['BLOCK_M'][i])} x {int(b['BLOCK_N'][i])} accumulators over "
                           f"{32 * int(b['num_warps'][i])} threads is "
-                          f"{int(accumulator_registers(b)[i])} registers a thread (> {acc_max})"),
+                          f"{int(accumulator_registers(b)[i])} registers a thread (at most "
+                          f"{min(acc_max, int(register_budget(b, dev)[i]) - OPERAND_REGISTERS)}"
+                          f" with {int(b['num_warps'][i])} warps)"),
         Rule("within_problem", "blocks no larger than the next power of two above the matrix",
              lambda b: covers(b, "BLOCK_M", w.M) & covers(b, "BLOCK_N", w.N)
              & covers(b, "BLOCK_K", w.K),

@@ -23,6 +23,7 @@ class Device:
     max_blocks_per_sm: int
     l2_bytes: int
     hbm_bytes_per_s: float
+    compute_capability: int = 90  # what Triton compiles for (sm_90a on Hopper)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ def device_properties(index: int = 0) -> dict[str, Any] | None:
         return None
     props = torch.cuda.get_device_properties(index)
     found = {"name": props.name, "sms": props.multi_processor_count,
+             "compute_capability": 10 * props.major + props.minor,
              "l2_bytes": getattr(props, "L2_cache_size", None),
              "registers_per_sm": getattr(props, "regs_per_multiprocessor", None),
              "max_threads_per_sm": getattr(props, "max_threads_per_multi_processor", None),

@@ -1,0 +1,117 @@
+"""``dse triton compile``: the Triton GEMM of exported configs compiled for the target GPU's
+architecture on this machine, no GPU needed.
+
+It reads a configs file written for the ``triton`` evaluator (``dse run --offline`` or
+``dse export-configs --evaluator triton``) and reports, per config, whether it compiles, the
+shared memory Triton allocates next to the space's rule, and the registers and spills ptxas
+reports: what the GPU would refuse or run slowly, found before GPU time is spent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from dse.errors import UsageError, read_json
+from dse.formatting import table
+from dse.problem import build_context
+from dse.workload import workload_from_dict
+from search_spaces.triton_gemm import smem_bytes
+
+
+def _read_configs(path: str) -> dict[str, Any]:
+    data = read_json(path, "configs file")
+    if not isinstance(data, dict) or data.get("format") != "dse-configs/1":
+        raise UsageError(f"{path}: not a dse configs file (written by dse run --offline or dse "
+                         "export-configs)")
+    if data.get("evaluator", {}).get("name") != "triton":
+        raise UsageError(f"{path}: its configs are for the "
+                         f"{data.get('evaluator', {}).get('name')!r} evaluator; this compiles "
+                         "the triton evaluator's kernel")
+    return data
+
+
+def _rule_smem(target: str, item: dict[str, Any]) -> int:
+    """Shared memory the space's rule charges the config."""
+    w = workload_from_dict(item["workload"])
+    ctx = build_context(target, w.dtype.name, w.shape, w.b_layout)
+    batch = ctx.space.encode([item["params"]])
+    return int(smem_bytes(batch, w.dtype.in_bytes, ctx.target.device)[0])
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from evaluators.hardware.triton_compile import compile_many
+    from search_spaces.triton_gemm.target import GpuTarget
+
+    data = _read_configs(args.configs)
+    target = build_context(data["target"], "bf16-bf16", "64x64x64").target
+    if not isinstance(target, GpuTarget):
+        raise UsageError(f"target {data['target']!r} is not a GPU target")
+    arch = args.arch or target.device.compute_capability
+    items = data["configs"]
+    jobs = [job for item in items for job in item["job"]["args"]["jobs"]]
+
+    def progress(done: int, total: int) -> None:
+        print(f"\rcompiled {done}/{total} for sm_{arch}", end="", file=sys.stderr, flush=True)
+
+    results = compile_many(jobs, arch, args.workers, progress)
+    print(file=sys.stderr)
+    limit = target.device.smem_per_block_bytes
+    rows = []
+    for item, result in zip(items, results, strict=True):
+        rule = _rule_smem(data["target"], item)
+        shared = result.get("shared_bytes")
+        rows.append({
+            "shape": workload_from_dict(item["workload"]).shape,
+            "config": " ".join(f"{k}={v}" for k, v in item["params"].items()),
+            "status": result["status"] if shared is None or shared <= limit
+            else "over shared memory",
+            "shared_B": shared, "rule_B": rule, "registers": result.get("registers"),
+            "spill_B": result.get("spill_bytes"), "seconds": round(result["seconds"], 2),
+            "reason": _short(result.get("reason"))})
+    if args.json:
+        print(json.dumps({"arch": arch, "results": rows}, indent=1))
+    else:
+        print(table(rows, ("shape", "config", "status", "shared_B", "rule_B", "registers",
+                           "spill_B", "seconds")))
+        _print_summary(rows, arch)
+    return 0 if all(r["status"] == "ok" for r in rows) else 1
+
+
+def _short(reason: str | None) -> str | None:
+    """The line of a compiler message that says what went wrong."""
+    if not reason:
+        return None
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
+    fatal = [line for line in lines if "fatal" in line or "error" in line.lower()]
+    return (fatal or lines)[0][:300]
+
+
+def _print_summary(rows: list[dict[str, Any]], arch: int) -> None:
+    ok = [r for r in rows if r["status"] == "ok"]
+    print(f"\n{len(ok)} of {len(rows)} configs compile for sm_{arch}; "
+          f"{sum(bool(r['spill_B']) for r in ok)} spill registers; Triton's shared memory "
+          f"equals the rule's for {sum(r['shared_B'] == r['rule_B'] for r in ok)} of {len(ok)}")
+    for r in rows:
+        if r["status"] != "ok":
+            print(f"  {r['shape']} {r['config']}: {r['status']}: {r['reason'] or ''}")
+
+
+def add_commands(sub: Any) -> None:
+    """``dse triton`` and its subcommands."""
+    triton = sub.add_parser("triton", help="the Triton GEMM of the GPU targets")
+    commands = triton.add_subparsers(dest="triton_command", required=True)
+    co = commands.add_parser("compile", help="compile exported configs for the GPU's "
+                             "architecture here (no GPU needed): errors, shared memory, "
+                             "registers, spills")
+    co.add_argument("configs", metavar="CONFIGS.json",
+                    help="written by dse run --offline or dse export-configs --evaluator triton")
+    co.add_argument("--arch", type=int, help="compute capability, e.g. 90 (default: the "
+                    "target's)")
+    co.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                    help="compiles at a time")
+    co.add_argument("--json", action="store_true")
+    co.set_defaults(func=cmd_compile)
