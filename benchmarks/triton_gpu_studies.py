@@ -1,14 +1,14 @@
-"""The GPU studies of ``studies/h200_bf16.yaml`` (or h100): per shape, the tuned Triton GEMM's
-TFLOP/s next to ``torch.matmul`` measured in the same run.
+"""The GPU studies ``studies/h200_bf16_decode.yaml`` and ``h200_bf16.yaml`` (or h100): per
+shape, the tuned Triton GEMM's TFLOP/s next to ``torch.matmul`` measured in the same run.
 
 On a machine with an NVIDIA GPU, PyTorch and Triton (``pip install -e '.[gpu]'``):
     python benchmarks/triton_gpu_studies.py [--target h200|h100] [--keep 60] [--storage gpu.db]
 
-Where the GPU box has only PyTorch and Triton, the hardware rung goes there as a file:
-    python benchmarks/triton_gpu_studies.py --storage gpu.db --offline jobs.json   # here
-    python3 dse/offline/runner.py jobs.json results.json                           # GPU box
-    dse ingest results.json --storage gpu.db                                       # here
-    python benchmarks/triton_gpu_studies.py --storage gpu.db --offline jobs.json   # report
+Where the GPU box has only PyTorch and Triton, the hardware rungs go there as files:
+    python benchmarks/triton_gpu_studies.py --storage gpu.db --offline jobs/      # here
+    python3 dse/offline/runner.py jobs/NAME.jobs.json NAME.results.json          # GPU box, each
+    dse ingest NAME.results.json --storage gpu.db                                # here, each
+    python benchmarks/triton_gpu_studies.py --storage gpu.db --offline jobs/      # the report
 
 For each shape the analytical model ranks every feasible config and the best ``--keep`` are
 compiled, checked and timed (the hardware trials); the report lists the tuned TFLOP/s,
@@ -32,16 +32,21 @@ from dse.study.query import best_trials, fidelity_report, load_trials
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
 
-STUDY = Path(__file__).parents[1] / "studies" / "h200_bf16.yaml"
+# the decode study first: it is quick and has a target, so a run cut short has measured it
+STUDIES = tuple(Path(__file__).parents[1] / "studies" / f"h200_bf16{suffix}.yaml"
+                for suffix in ("_decode", ""))
 TARGETS = {"4096x4096x4096": 0.95, "64x4096x4096": 0.9}
 
 
-def study_dict(target: str, keep: int) -> dict:
-    """The shipped study for ``target`` with ``keep`` hardware trials a shape."""
-    raw = yaml.safe_load(STUDY.read_text())
-    raw.update(name=f"{target}-bf16", target=target)
-    raw["ladder"][0]["keep"] = keep
-    return raw
+def study_dicts(target: str, keep: int) -> list[dict]:
+    """The shipped studies for ``target`` with ``keep`` hardware trials a shape."""
+    studies = []
+    for path in STUDIES:
+        raw = yaml.safe_load(path.read_text())
+        raw.update(name=raw["name"].replace("h200", target), target=target)
+        raw["ladder"][0]["keep"] = keep
+        studies.append(raw)
+    return studies
 
 
 def _gpu_problem() -> str | None:
@@ -72,31 +77,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="h200", choices=("h200", "h100"))
     parser.add_argument("--keep", type=int, default=60, help="hardware trials a shape")
     parser.add_argument("--storage", help="SQLite file or URL (default: a temporary file)")
-    parser.add_argument("--offline", metavar="JOBS.json", help="without a GPU here: write the "
-                        "hardware trials to this file for dse/offline/runner.py on the GPU box")
+    parser.add_argument("--offline", metavar="DIR", help="without a GPU here: write each "
+                        "study's hardware trials to DIR/NAME.jobs.json for "
+                        "dse/offline/runner.py on the GPU box")
     args = parser.parse_args(argv)
     if args.offline and not args.storage:
-        parser.error("--offline needs --storage: the study continues there after dse ingest")
+        parser.error("--offline needs --storage: the studies continue there after dse ingest")
     if not args.offline:
         problem = _gpu_problem()
         if problem:
             print(f"{problem} (or use --offline)", file=sys.stderr)
             return 2
         _show_device(args.target)
-    raw = study_dict(args.target, args.keep)
     storage = args.storage or str(Path(tempfile.mkdtemp()) / "gpu.db")
     start = time.perf_counter()
-    summary = run_study(study_from_dict(raw), storage, offline=args.offline)
-    if summary.offline is not None and summary.offline.configs:
-        print(f"{len(summary.offline.configs)} hardware trials written to {args.offline}; on "
-              f"the GPU box: python3 dse/offline/runner.py {args.offline} results.json; then "
-              f"here: dse ingest results.json --storage {storage}, and this command again")
+    pending = []
+    for raw in study_dicts(args.target, args.keep):
+        jobs = Path(args.offline) / f"{raw['name']}.jobs.json" if args.offline else None
+        if jobs is not None:
+            jobs.parent.mkdir(parents=True, exist_ok=True)
+        summary = run_study(study_from_dict(raw), storage,
+                            offline=str(jobs) if jobs else None)
+        if summary.offline is not None and summary.offline.configs:
+            pending.append((raw["name"], jobs, len(summary.offline.configs)))
+    if pending:
+        for name, jobs, count in pending:
+            results = jobs.with_name(f"{name}.results.json")
+            print(f"{name}: {count} hardware trials in {jobs}; on the GPU box: python3 "
+                  f"dse/offline/runner.py {jobs} {results}; then here: dse ingest {results} "
+                  f"--storage {storage}")
+        print("then this command again for the report")
         return 0
-    rows = summarise(storage, raw["name"])
-    print(f"{raw['name']}: {time.perf_counter() - start:.0f} s, results in {storage}")
+    names = [raw["name"] for raw in study_dicts(args.target, args.keep)]
+    rows = [row for name in names for row in summarise(storage, name)]
+    print(f"{', '.join(names)}: {time.perf_counter() - start:.0f} s, results in {storage}")
     print(table(rows, ("shape", "tuned_tflops", "torch_tflops", "ratio", "target",
                        "hardware_trials", "hardware_ok", "analytical_kept", "best")))
-    print(table(fidelity_report(storage, raw["name"]),
+    print(table([row for name in names for row in fidelity_report(storage, name)],
                 ("workload", "cheaper", "dearer", "n", "spearman", "top_k_overlap")))
     return 0
 

@@ -3,8 +3,8 @@
 C is cut into BLOCK_M x BLOCK_N tiles, each computed by SPLIT_K programs that share its K.
 
 * Occupancy: programs resident on one SM, limited by shared memory (buffers of A and B tiles),
-  registers (the fp32 accumulators plus an allowance for operands and addresses), threads and
-  the block limit.
+  registers (the fp32 accumulators, mma.sync's operand tiles and an allowance for addresses),
+  threads and the block limit.
 * Compute: programs run in waves over the SMs (a partial last wave idles SMs). A program's
   K loop steps at the slower of its tensor-core time (its SM's peak shared among the resident
   programs; fewer than four warps cannot keep the tensor cores busy) and its operand loads from
@@ -15,10 +15,11 @@ C is cut into BLOCK_M x BLOCK_N tiles, each computed by SPLIT_K programs that sh
   groups of GROUP_M block rows, column by column, so one wave touches about GROUP_M rows of A
   tiles and (wave / GROUP_M) columns of B tiles; the wave's programs walk K roughly together,
   so when the K slices they read at once fit L2 each wave reads its tiles from HBM once,
-  otherwise every program reads its own. Plus C written (with split-K,
-  fp32 partial sums read and written per split) over HBM at its sustained efficiency.
-* T = max(compute, memory) + launch, plus with split-K the two passes over C around the GEMM
-  (zeroing the fp32 sums, converting them to the output type) and their launches.
+  otherwise every program reads its own. Plus C written over HBM at its sustained efficiency.
+* Split-K (serial, in one launch): each K slice stores its fp32 sums and the last slice of a
+  tile to finish reads the others' back and writes C, which adds that epilogue to each wave and,
+  when the workspace does not fit L2, the fp32 traffic to HBM.
+* T = max(compute, memory) + launch.
 
 All rates are the target file's; the ``model`` section holds the assumptions (L2 bandwidth,
 HBM efficiency, launch cost, accumulator registers).
@@ -30,7 +31,7 @@ import numpy as np
 
 from dse.workload import GemmWorkload
 from search_spaces.base import ConfigBatch
-from search_spaces.triton_gemm import OPERAND_REGISTERS, accumulator_registers, smem_bytes
+from search_spaces.triton_gemm import smem_bytes, thread_registers
 from search_spaces.triton_gemm.target import GpuTarget
 
 FULL_RATE_WARPS = 4     # one warp group issues Hopper's wgmma at full rate
@@ -48,8 +49,7 @@ def score(batch: ConfigBatch, target: GpuTarget, w: GemmWorkload) -> dict[str, n
     # occupancy
     smem = smem_bytes(batch, dt, dev).astype(np.float64)
     threads = 32 * warps
-    regs = np.minimum(accumulator_registers(batch) + OPERAND_REGISTERS,
-                      dev.max_registers_per_thread)
+    regs = np.minimum(thread_registers(batch, dt, dev), dev.max_registers_per_thread)
     resident = np.minimum.reduce([
         dev.smem_per_sm_bytes // np.maximum(smem, 1),
         dev.registers_per_sm // (regs * threads),
@@ -72,7 +72,10 @@ def score(batch: ConfigBatch, target: GpuTarget, w: GemmWorkload) -> dict[str, n
     t_step = (np.maximum(t_mma, t_load) + exposed * t_load
               + resident * model.step_overhead_cycles / dev.clock_hz)
     in_wave = np.minimum(programs, slots)
-    t_compute = waves * k_steps * t_step
+    # split-K's epilogue: every program stores its fp32 tile, and the last of a tile's slices
+    # reads the other slices' back to write C
+    t_fixup = np.where(split > 1, resident * bm * bn * 4.0 * (2 - 1 / split) / l2_sm, 0.0)
+    t_compute = waves * (k_steps * t_step + t_fixup)
 
     # memory: HBM traffic with L2 reuse from the swizzle
     per_wave_tiles = in_wave / split
@@ -86,16 +89,14 @@ def score(batch: ConfigBatch, target: GpuTarget, w: GemmWorkload) -> dict[str, n
     reuse_reads = np.maximum(inputs, np.ceil(programs / split / per_wave_tiles) * wave_bytes)
     no_reuse = programs / split * (bm + bn) * w.K * dt
     a_b = np.where(fits, np.minimum(reuse_reads, no_reuse), no_reuse)
-    c_bytes = np.where(split > 1, 2 * split * w.M * w.N * 4.0, w.M * w.N * out)
+    # C once; with split-K also each slice's fp32 sums written and all but one read back, from
+    # HBM unless the workspace stays in L2 (it is read back within the same launch)
+    spills_l2 = split * w.M * w.N * 4.0 > dev.l2_bytes
+    c_bytes = w.M * w.N * (out + np.where((split > 1) & spills_l2, (2 * split - 1) * 4.0, 0.0))
     hbm = a_b + c_bytes
     t_memory = hbm / (dev.hbm_bytes_per_s * model.hbm_efficiency)
 
-    # split-K's fp32 C is zeroed before the GEMM and converted after it: two more kernels,
-    # in series with it (the measured operation includes them)
-    hbm_rate = dev.hbm_bytes_per_s * model.hbm_efficiency
-    t_split_passes = np.where(split > 1, w.M * w.N * (4.0 + 4.0 + out) / hbm_rate
-                              + 2 * model.launch_s, 0.0)
-    latency = np.maximum(t_compute, t_memory) + model.launch_s + t_split_passes
+    latency = np.maximum(t_compute, t_memory) + model.launch_s
     return {
         "tops": 2.0 * w.macs / latency / 1e12,
         "latency_s": latency,
@@ -113,6 +114,5 @@ def score(batch: ConfigBatch, target: GpuTarget, w: GemmWorkload) -> dict[str, n
         "dram_bytes": hbm,
         "dram_bytes_a_b": a_b,
         "dram_bytes_c": c_bytes,
-        "t_split_passes_s": t_split_passes,
         "l2_fits_wave": fits.astype(np.int64),
     }

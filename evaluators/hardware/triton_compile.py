@@ -25,8 +25,7 @@ from typing import Any
 
 from evaluators.hardware import triton_kernel
 
-_POINTERS = ("a", "b", "c")
-_BYTES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
+_POINTERS = {"a": None, "b": None, "c": None, "partials": "fp32", "arrivals": "i32"}
 
 
 def _strides(job: dict[str, Any]) -> dict[str, int]:
@@ -45,13 +44,12 @@ def specialised_signature(job: dict[str, Any]) -> tuple[dict[str, str], dict[Any
     16 marked so (which is what lets the loads vectorise and the K loop pipeline)."""
     fn = triton_kernel.kernel()
     values = _strides(job)
-    c_type = "fp32" if job["SPLIT_K"] > 1 else _BYTES[job["dtype"]]
     signature: dict[str, str] = {}
     constexprs: dict[Any, Any] = {}
     attrs: dict[Any, Any] = {}
     for index, name in enumerate(fn.arg_names):
-        if name in _POINTERS:
-            signature[name] = "*" + (c_type if name == "c" else _BYTES[job["dtype"]])
+        if name in _POINTERS:  # the operands and C in the job's type, split-K's buffers
+            signature[name] = "*" + (_POINTERS[name] or job["dtype"])
             attrs[(index,)] = [["tt.divisibility", 16]]
         elif name in values and values[name] == 1:
             signature[name], constexprs[(index,)] = "constexpr", 1

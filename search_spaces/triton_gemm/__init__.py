@@ -57,8 +57,12 @@ def smem_buffers(b: ConfigBatch, device: Any) -> np.ndarray:
 def smem_bytes(b: ConfigBatch, in_bytes: int, device: Any) -> np.ndarray:
     """Shared memory a program needs: its buffers of A and B tiles (what Triton allocates for
     sm_90 when the operands' rows are 16-element aligned; otherwise it does not pipeline and
-    takes less)."""
-    return smem_buffers(b, device) * (b["BLOCK_M"] + b["BLOCK_N"]) * b["BLOCK_K"] * in_bytes
+    takes less), and with split-K at least the fp32 C tile, which the epilogue stages through
+    shared memory on its way to the workspace (exact for 16-bit inputs on the wgmma path, an
+    upper bound otherwise)."""
+    pipeline = smem_buffers(b, device) * (b["BLOCK_M"] + b["BLOCK_N"]) * b["BLOCK_K"] * in_bytes
+    return np.where(b["SPLIT_K"] > 1, np.maximum(pipeline, b["BLOCK_M"] * b["BLOCK_N"] * 4),
+                    pipeline)
 
 
 def accumulator_registers(b: ConfigBatch) -> np.ndarray:
@@ -66,9 +70,19 @@ def accumulator_registers(b: ConfigBatch) -> np.ndarray:
     return b["BLOCK_M"] * b["BLOCK_N"] // (32 * b["num_warps"])
 
 
-# Registers a thread needs beside its accumulators (addresses, indices, operand fragments):
-# ptxas gave 32 to 104 (most 45 to 80) over 36 bf16 configs compiled for sm_90.
+# Registers a thread needs beside its accumulators and operand tiles (addresses, indices): on
+# the wgmma path ptxas gave 32 to 104 (most 45 to 80) over 36 bf16 configs compiled for sm_90.
 OPERAND_REGISTERS = 40
+
+
+def thread_registers(b: ConfigBatch, in_bytes: int, device: Any) -> np.ndarray:
+    """Registers a thread needs: its fp32 accumulators, 40 more, and with mma.sync the A and B
+    tiles of a K step, which that path holds in registers (spread over the block's threads).
+    Over 47 configs compiled for sm_90 this told the ones ptxas spilled from the rest but for
+    two that spilled 12 and 128 bytes."""
+    tiles = (b["BLOCK_M"] + b["BLOCK_N"]) * b["BLOCK_K"] * in_bytes // (4 * 32 * b["num_warps"])
+    return (accumulator_registers(b) + OPERAND_REGISTERS
+            + np.where(warpgroup_mma(b, device), 0, tiles))
 
 
 def register_budget(b: ConfigBatch, device: Any) -> np.ndarray:
@@ -110,16 +124,18 @@ def _rules(target: GpuTarget, w: GemmWorkload) -> tuple[Rule, ...]:
                           f"{int(smem_bytes(b, dt, dev)[i]):,} B exceeds the "
                           f"{dev.smem_per_block_bytes:,} B a block may use"),
         Rule("registers", f"fp32 accumulators per thread at most {acc_max}, and with "
-             f"{OPERAND_REGISTERS} more for operands and addresses within what a thread may "
-             f"hold ({dev.max_registers_per_thread}, or {dev.registers_per_sm:,} over the "
-             "block's threads)",
+             f"{OPERAND_REGISTERS} more for addresses (and mma.sync's operand tiles) within "
+             f"what a thread may hold ({dev.max_registers_per_thread}, or "
+             f"{dev.registers_per_sm:,} over the block's threads)",
              lambda b: (accumulator_registers(b) <= acc_max)
-             & (accumulator_registers(b) + OPERAND_REGISTERS <= register_budget(b, dev)),
+             & (thread_registers(b, dt, dev) <= register_budget(b, dev)),
              lambda b, i: f"{int(b['BLOCK_M'][i])} x {int(b['BLOCK_N'][i])} accumulators over "
                           f"{32 * int(b['num_warps'][i])} threads is "
                           f"{int(accumulator_registers(b)[i])} registers a thread (at most "
-                          f"{min(acc_max, int(register_budget(b, dev)[i]) - OPERAND_REGISTERS)}"
-                          f" with {int(b['num_warps'][i])} warps)"),
+                          f"{acc_max}); with the rest it needs "
+                          f"{int(thread_registers(b, dt, dev)[i])} of the "
+                          f"{int(register_budget(b, dev)[i])} a thread has with "
+                          f"{int(b['num_warps'][i])} warps"),
         Rule("within_problem", "blocks no larger than the next power of two above the matrix",
              lambda b: covers(b, "BLOCK_M", w.M) & covers(b, "BLOCK_N", w.N)
              & covers(b, "BLOCK_K", w.K),
