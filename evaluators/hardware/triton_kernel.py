@@ -126,7 +126,12 @@ def _operands(job: dict[str, Any]) -> tuple[Any, Any, Any]:
         else:
             b = torch.randn(job["K"], job["N"], generator=generator, device=device).to(dtype)
         _DATA.clear()  # one problem at a time keeps GPU memory bounded
-        _DATA[key] = (a, b, a.float() @ b.float())
+        tf32 = torch.backends.cuda.matmul.allow_tf32  # the baseline may have turned it on
+        torch.backends.cuda.matmul.allow_tf32 = False  # the reference is full fp32
+        try:
+            _DATA[key] = (a, b, a.float() @ b.float())
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
     return _DATA[key]
 
 
