@@ -157,6 +157,18 @@ def test_split_k_leaves_its_counters_ready_for_the_next_launch(interpreted):
     assert result.ok, result.reason
 
 
+def test_split_k_workspace_follows_the_problem(interpreted):
+    """Two problems with the same split and tile count but a larger C: the second gets a
+    workspace of its own size (a reused smaller one is written past its end)."""
+    for shape, block in (("16x32x32", 16), ("32x32x64", 32)):
+        ctx = build_context("h200", "fp16-fp16", shape)
+        config = ctx.space.resolve({"BLOCK_M": block, "BLOCK_N": block, "BLOCK_K": 16,
+                                    "GROUP_M": 1, "SPLIT_K": 2, "num_warps": 1,
+                                    "num_stages": 1})
+        (result,) = interpreted.evaluate(ctx.space.encode([config]), ctx)
+        assert result.ok, (shape, result.reason)
+
+
 def test_b_is_stored_as_the_workload_says(monkeypatch):
     _interpreter_or_skip()
     from evaluators.hardware import triton_kernel

@@ -17,8 +17,8 @@ pytest.importorskip("triton", reason="Triton is not installed: pip install -e '.
 SHAPE = dict(M=4096, K=4096, N=4096, dtype="bf16", b_layout="col", GROUP_M=8, SPLIT_K=1)
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): wgmma and mma.sync, 4 to 16 warps
 CONFIGS = [(128, 256, 64, 8, 3), (128, 128, 64, 4, 4), (64, 64, 32, 4, 2), (32, 128, 128, 4, 3),
-           (128, 64, 64, 2, 4), (256, 128, 64, 16, 3), (256, 256, 32, 16, 3),
-           (256, 256, 64, 8, 3)]
+           (64, 64, 32, 2, 4), (256, 128, 64, 16, 3), (256, 256, 32, 16, 3),
+           (256, 256, 64, 8, 3), (32, 256, 128, 2, 3)]
 
 
 def _job(bm, bn, bk, warps, stages):

@@ -18,7 +18,7 @@ C is cut into BLOCK_M x BLOCK_N tiles, each computed by SPLIT_K programs that sh
   otherwise every program reads its own. Plus C written over HBM at its sustained efficiency.
 * Split-K (serial, in one launch): each K slice stores its fp32 sums and the last slice of a
   tile to finish reads the others' back and writes C, which adds that epilogue to each wave and,
-  when the workspace does not fit L2, the fp32 traffic to HBM.
+  when a wave's fp32 sums do not fit L2, their traffic to HBM.
 * T = max(compute, memory) + launch.
 
 All rates are the target file's; the ``model`` section holds the assumptions (L2 bandwidth,
@@ -90,8 +90,9 @@ def score(batch: ConfigBatch, target: GpuTarget, w: GemmWorkload) -> dict[str, n
     no_reuse = programs / split * (bm + bn) * w.K * dt
     a_b = np.where(fits, np.minimum(reuse_reads, no_reuse), no_reuse)
     # C once; with split-K also each slice's fp32 sums written and all but one read back, from
-    # HBM unless the workspace stays in L2 (it is read back within the same launch)
-    spills_l2 = split * w.M * w.N * 4.0 > dev.l2_bytes
+    # HBM unless a wave's sums stay in L2 (a tile's slices run side by side, so the last one
+    # reads them back within the wave)
+    spills_l2 = in_wave * bm * bn * 4.0 > dev.l2_bytes
     c_bytes = w.M * w.N * (out + np.where((split > 1) & spills_l2, (2 * split - 1) * 4.0, 0.0))
     hbm = a_b + c_bytes
     t_memory = hbm / (dev.hbm_bytes_per_s * model.hbm_efficiency)

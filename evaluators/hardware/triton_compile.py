@@ -44,6 +44,7 @@ def specialised_signature(job: dict[str, Any]) -> tuple[dict[str, str], dict[Any
     16 marked so (which is what lets the loads vectorise and the K loop pipeline)."""
     fn = triton_kernel.kernel()
     values = _strides(job)
+    constants = triton_kernel.constants(job)
     signature: dict[str, str] = {}
     constexprs: dict[Any, Any] = {}
     attrs: dict[Any, Any] = {}
@@ -57,8 +58,8 @@ def specialised_signature(job: dict[str, Any]) -> tuple[dict[str, str], dict[Any
             signature[name] = "i32" if values[name] < 2 ** 31 else "i64"
             if values[name] % 16 == 0:
                 attrs[(index,)] = [["tt.divisibility", 16]]
-        else:  # the kernel's parameters
-            signature[name], constexprs[(index,)] = "constexpr", job[name]
+        else:  # the kernel's compile-time parameters
+            signature[name], constexprs[(index,)] = "constexpr", constants[name]
     return signature, constexprs, attrs
 
 
