@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,27 +89,51 @@ def test_bad_results_file(tmp_path, capsys):
     assert "not a dse results file" in capsys.readouterr().err
 
 
-def test_runner_batches_python_jobs_and_keeps_what_finished(tmp_path):
-    """Neighbouring python jobs of one workload run as one call; the results file is written
-    after each call, so a runner that dies keeps the calls before."""
-    source = ("import os\n"
-              "def measure(values, stop_at):\n"
-              "    if stop_at in values:\n"
+def _python_configs(path: Path, items: list[tuple[str, float]]) -> None:
+    """A configs file of python jobs: ``measure(values)`` sleeps ``value`` seconds a config; a
+    negative value kills its process."""
+    source = ("import os, time\n"
+              "def measure(values):\n"
+              "    if min(values) < 0:\n"
               "        os._exit(3)\n"
-              "    return [{'status': 'ok', 'metrics': {'latency_s': v, 'calls': len(values)}}"
-              " for v in values]\n")
-
-    def item(workload, value):
-        return {"id": f"{workload}-{value}", "workload": {"shape": workload}, "params": {},
+              "    time.sleep(sum(values))\n"
+              "    return [{'status': 'ok', 'metrics': {'latency_s': v, 'calls': len(values),"
+              " 'pid': os.getpid()}} for v in values]\n")
+    configs = [{"id": f"{workload}-{value}", "workload": {"shape": workload}, "params": {},
                 "job": {"kind": "python", "source": source, "entry": "measure",
-                        "batch": "values", "args": {"values": [value], "stop_at": 99}}}
+                        "batch": "values", "args": {"values": [value]}}}
+               for workload, value in items]
+    path.write_text(json.dumps({"format": "dse-configs/1", "study": "s", "target": "cpu",
+                                "evaluator": {"name": "x"}, "configs": configs}))
 
-    items = [item("a", 1), item("a", 2), item("b", 3), item("b", 99)]
+
+def test_runner_batches_python_jobs_and_survives_a_crash(tmp_path):
+    """Neighbouring python jobs of one workload run as one call, in a child process: a call
+    whose process dies fails its own configs, and the next call runs."""
     configs, results = tmp_path / "configs.json", tmp_path / "results.json"
-    configs.write_text(json.dumps({"format": "dse-configs/1", "study": "s", "target": "cpu",
-                                   "evaluator": {"name": "x"}, "configs": items}))
+    _python_configs(configs, [("a", 0.0), ("a", 0.01), ("b", -1.0), ("b", 0.0), ("c", 0.0)])
     done = subprocess.run([sys.executable, str(RUNNER), str(configs), str(results)],
                           capture_output=True, text=True)
-    assert done.returncode == 3 and "[3-4/4]" in done.stderr
+    assert done.returncode == 0 and "[3-4/5]" in done.stderr, done.stderr
     kept = json.loads(results.read_text())["results"]
-    assert [(r["id"], r["metrics"]["calls"]) for r in kept] == [("a-1", 2), ("a-2", 2)]
+    assert [(r["id"], r["status"]) for r in kept] == [
+        ("a-0.0", "ok"), ("a-0.01", "ok"), ("b--1.0", "failed"), ("b-0.0", "failed"),
+        ("c-0.0", "ok")]
+    assert kept[0]["metrics"]["calls"] == 2 and "died" in kept[2]["reason"]
+    assert kept[0]["metrics"]["pid"] != kept[4]["metrics"]["pid"]  # a fresh child a call
+
+
+def test_runner_cut_short_keeps_what_finished(tmp_path):
+    configs, results = tmp_path / "configs.json", tmp_path / "results.json"
+    _python_configs(configs, [("a", 0.0), ("b", 60.0)])
+    runner = subprocess.Popen([sys.executable, str(RUNNER), str(configs), str(results)],
+                              stderr=subprocess.PIPE, start_new_session=True)
+    try:  # kill it (and its child) once the first call's results are written
+        deadline = time.monotonic() + 60
+        while not results.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        os.killpg(runner.pid, signal.SIGKILL)
+        runner.wait()
+    kept = json.loads(results.read_text())["results"]
+    assert [(r["id"], r["status"]) for r in kept] == [("a-0.0", "ok")]

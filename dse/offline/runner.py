@@ -8,9 +8,9 @@ Copy this one file next to ``configs.json`` (written by ``dse export-configs``),
 bring ``results.json`` back for ``dse ingest``. Jobs of kind ``cpu`` run the blocked GEMM here
 (timed, checked against A @ B); jobs of kind ``command`` run the given commands and return
 their output for dse to interpret; jobs of kind ``python`` carry the source of a measuring
-module (the Triton GEMM) and call its entry point here, neighbouring ones of a workload that
-differ only in their ``batch`` argument in one call. The results file is rewritten after every
-call, so a run cut short keeps what finished (ingest it, and export what is left).
+module (the Triton GEMM) and call its entry point in a child process, neighbouring ones of a
+workload that differ only in their ``batch`` argument in one call. The results file is rewritten
+after every call, so a run cut short keeps what finished (ingest it, and export what is left).
 """
 
 from __future__ import annotations
@@ -111,14 +111,28 @@ def _module(source: str) -> Any:
     return module
 
 
+def _call_entry(source: str, entry: str, args: dict[str, Any]) -> Any:
+    """``entry(**args)`` of the module of ``source`` (in :func:`run_python`'s child process)."""
+    return getattr(_module(source), entry)(**args)
+
+
 def run_python(job: dict[str, Any]) -> list[dict[str, Any]]:
-    """``entry(**args)`` of the module whose source the job carries: one outcome per element of
-    the job's ``batch`` argument (a list), or one outcome when it has none."""
+    """``entry(**args)`` of the module whose source the job carries, in a fresh child process (a
+    crash, or a GPU error that poisons the process's CUDA context, fails this call's configs
+    only): one outcome per element of the job's ``batch`` argument (a list), or one outcome
+    when it has none."""
+    import concurrent.futures
+    import multiprocessing
+
+    count = len(job["args"][job["batch"]]) if "batch" in job else 1
     try:
-        outcome = getattr(_module(job["source"]), job["entry"])(**job["args"])
+        with concurrent.futures.ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            outcome = pool.submit(_call_entry, job["source"], job["entry"], job["args"]).result()
+    except concurrent.futures.process.BrokenProcessPool:
+        return [{"status": "failed", "reason": "the process running the job died"}] * count
     except Exception as exc:  # noqa: BLE001 - the results file says what went wrong
-        failed = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
-        return [failed] * (len(job["args"][job["batch"]]) if "batch" in job else 1)
+        return [{"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}] * count
     return outcome if isinstance(outcome, list) else [outcome]
 
 
