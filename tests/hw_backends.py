@@ -22,3 +22,10 @@ def crash(**_: object) -> RunOutput:
 
 def steady(seconds: float = 0.01) -> RunOutput:
     return RunOutput(seconds, True)
+
+
+def pid(**_: object) -> RunOutput:
+    """The worker's process id, as the run's 'seconds' (to tell workers apart)."""
+    import os
+
+    return RunOutput(float(os.getpid()), True)

@@ -35,6 +35,16 @@ def test_a_wrong_product_is_a_failure_not_a_result(worker):
     assert crashed.status is Status.FAILED and "device lost" in crashed.reason
 
 
+def test_a_run_that_raises_gets_a_fresh_worker_next(worker):
+    """An error can leave the process unusable (a GPU fault poisons its CUDA context), so the
+    next run starts a new one."""
+    once = MeasureSettings(warmup=0, min_repeats=1, max_repeats=1)
+    before = measure(worker, "tests.hw_backends:pid", {}, once, "test").times[0]
+    assert measure(worker, "tests.hw_backends:pid", {}, once, "test").times[0] == before
+    measure(worker, "tests.hw_backends:crash", {}, once, "test")
+    assert measure(worker, "tests.hw_backends:pid", {}, once, "test").times[0] != before
+
+
 def test_repeats_until_the_spread_settles(worker):
     settings = MeasureSettings(warmup=2, min_repeats=4, max_repeats=9, target_spread=0.5)
     m = measure(worker, "tests.hw_backends:steady", {"seconds": 0.01}, settings, "test")

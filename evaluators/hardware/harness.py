@@ -149,6 +149,9 @@ def measure(worker: Worker, target: str, job: dict[str, Any], settings: MeasureS
                                    f"a run did not finish within {settings.timeout_s:g} s "
                                    "and was killed")
             if state == "error":
+                # a fresh process for the next run: an error can leave this one unusable (a
+                # GPU fault poisons the process's CUDA context for every later launch)
+                worker.kill()
                 return Measurement(Status.FAILED, times, f"the run raised: {value}")
             if not value.correct:
                 return Measurement(Status.FAILED, times,

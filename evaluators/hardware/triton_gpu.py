@@ -82,6 +82,7 @@ class TritonEvaluator:
             raise UsageError(f"the Triton worker did not answer {function} within "
                              f"{timeout_s:g} s")
         if state == "error":
+            self._get_worker().kill()  # its CUDA context may be unusable now
             raise UsageError(f"the Triton worker failed: {value.strip().splitlines()[-1]}")
         return value
 
