@@ -10,6 +10,7 @@ reports: what the GPU would refuse or run slowly, found before GPU time is spent
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -18,6 +19,7 @@ from typing import Any
 from dse.errors import UsageError, read_json
 from dse.formatting import table
 from dse.problem import build_context
+from dse.target import load_target
 from dse.workload import workload_from_dict
 from search_spaces.triton_gemm import smem_bytes
 
@@ -46,8 +48,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from evaluators.hardware.triton_compile import compile_many
     from search_spaces.triton_gemm.target import GpuTarget
 
+    if importlib.util.find_spec("triton") is None:
+        raise UsageError("Triton is not installed: pip install triton (no GPU needed to "
+                         "compile)")
     data = _read_configs(args.configs)
-    target = build_context(data["target"], "bf16-bf16", "64x64x64").target
+    target = load_target(data["target"])
     if not isinstance(target, GpuTarget):
         raise UsageError(f"target {data['target']!r} is not a GPU target")
     arch = args.arch or target.device.compute_capability
