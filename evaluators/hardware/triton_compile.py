@@ -112,7 +112,7 @@ def compile_job(job: dict[str, Any], arch: int = 90) -> dict[str, Any]:
         return {"status": "infeasible" if refused else "error",
                 "reason": f"{type(exc).__name__}: {exc}"[:2000],
                 "seconds": time.perf_counter() - start}
-    return {"status": "ok", "shared_bytes": int(compiled.metadata.shared), **report,
+    return {"status": "ok", **triton_kernel.compiled_facts(compiled), **report,
             "mma": _mma_kind(compiled.asm["ptx"]),
             "seconds": time.perf_counter() - start}
 
