@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     storage = args.storage or str(Path(tempfile.mkdtemp()) / "gpu.db")
     start = time.perf_counter()
     pending = []
-    for raw in study_dicts(args.target, args.keep):
+    studies = study_dicts(args.target, args.keep)
+    for raw in studies:
         jobs = Path(args.offline) / f"{raw['name']}.jobs.json" if args.offline else None
         if jobs is not None:
             jobs.parent.mkdir(parents=True, exist_ok=True)
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"--storage {storage}")
         print("then this command again for the report")
         return 0
-    names = [raw["name"] for raw in study_dicts(args.target, args.keep)]
+    names = [raw["name"] for raw in studies]
     rows = [row for name in names for row in summarise(storage, name)]
     print(f"{', '.join(names)}: {time.perf_counter() - start:.0f} s, results in {storage}")
     print(table(rows, ("shape", "tuned_tflops", "torch_tflops", "ratio", "target",

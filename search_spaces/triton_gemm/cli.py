@@ -10,6 +10,7 @@ reports: what the GPU would refuse or run slowly, found before GPU time is spent
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -36,11 +37,15 @@ def _read_configs(path: str) -> dict[str, Any]:
     return data
 
 
-def _rule_smem(target: str, item: dict[str, Any]) -> int:
+@functools.lru_cache
+def _context(target: str, dtype: str, shape: str, b_layout: str) -> Any:
+    return build_context(target, dtype, shape, b_layout)  # one per workload of the file
+
+
+def _rule_smem(target: str, w: Any, params: dict[str, Any]) -> int:
     """Shared memory the space's rule charges the config."""
-    w = workload_from_dict(item["workload"])
-    ctx = build_context(target, w.dtype.name, w.shape, w.b_layout)
-    batch = ctx.space.encode([item["params"]])
+    ctx = _context(target, w.dtype.name, w.shape, w.b_layout)
+    batch = ctx.space.encode([params])
     return int(smem_bytes(batch, w.dtype.in_bytes, ctx.target.device)[0])
 
 
@@ -67,14 +72,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
     limit = target.device.smem_per_block_bytes
     rows = []
     for item, result in zip(items, results, strict=True):
-        rule = _rule_smem(data["target"], item)
+        workload = workload_from_dict(item["workload"])
         shared = result.get("shared_bytes")
         rows.append({
-            "shape": workload_from_dict(item["workload"]).shape,
+            "shape": workload.shape,
             "config": " ".join(f"{k}={v}" for k, v in item["params"].items()),
             "status": result["status"] if shared is None or shared <= limit
             else "over shared memory",
-            "shared_B": shared, "rule_B": rule, "registers": result.get("registers"),
+            "shared_B": shared, "rule_B": _rule_smem(data["target"], workload, item["params"]),
+            "registers": result.get("registers"),
             "spill_B": result.get("spill_bytes"), "seconds": round(result["seconds"], 2),
             "reason": _short(result.get("reason"))})
     if args.json:
