@@ -20,6 +20,7 @@ from search_spaces.ascend_bmm.rules import classify
 
 
 def main() -> None:
+    """Classify the random shapes both ways and print the two rates and their ratio."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", type=int, default=1_000_000)
     parser.add_argument("--scalar", type=int, default=2_000, help="shapes for the baseline")

@@ -37,6 +37,8 @@ WIN = 1.05  # search "wins" when it is at least 5 % faster
 
 
 def sample_shapes(count: int, seed: int) -> list[str]:
+    """``count`` batched shapes ``BxMxKxN``, log-uniform as the module docstring says; every fourth
+    broadcasts B over its batches (``b/1``) when b is above 1."""
     rng = np.random.default_rng(seed)
 
     def log_int(lo: int, hi: int) -> int:
@@ -72,6 +74,8 @@ def tune(shape: str, trials: int, seed: int, storage: str) -> dict[str, Any]:
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per rule-picked branch: its shapes, how often search wins by ``WIN``, the median and largest
+    ratios, and the branches search chose instead."""
     by_branch: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_branch[row["rules_branch"]].append(row)
@@ -89,6 +93,8 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def plot(rows: list[dict[str, Any]], path: str) -> None:
+    """Write an HTML scatter of searched against rule-picked TFLOP/s (a trace per rule-picked
+    branch) with the line where they are equal."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -105,6 +111,8 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
 
 
 def main() -> None:
+    """Tune every sampled shape, then print the per-shape table, the per-branch summary and the
+    overall ratios; optionally write the rows as JSON and the scatter."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", type=int, default=40)
     parser.add_argument("--trials", type=int, default=200, help="TPE trials a shape")

@@ -36,6 +36,7 @@ TARGET_S = 2.0
 
 
 def fetch(url: str) -> tuple[float, int]:
+    """Seconds to GET ``url`` and read its whole body, and the body's size in bytes."""
     start = time.perf_counter()
     with urllib.request.urlopen(url) as response:
         size = len(response.read())
@@ -69,6 +70,8 @@ def browser_times(urls: dict[str, str]) -> dict[str, list[float]]:
 
 
 def main() -> None:
+    """Store the study unless already there, serve the dashboard, and print each page's HTTP time,
+    the pandas baseline and, with Chromium, the browser times."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--storage", help="SQLite file or URL (default: a temporary file)")
     parser.add_argument("--shape", default="4032x4032x4032")

@@ -21,6 +21,8 @@ from dse.study.spec import study_from_dict
 
 
 def timed_study(workers: int, trials: int, work_s: float, folder: Path) -> float:
+    """Wall seconds of a whole study on ``workers`` workers (its database in ``folder``); prints its
+    trial counts."""
     spec = study_from_dict({
         "name": f"parallel-{workers}", "target": "xdna2",
         "workload": {"shape": "4096x4096x4096", "dtype": "int8-int8"},
@@ -37,6 +39,7 @@ def timed_study(workers: int, trials: int, work_s: float, folder: Path) -> float
 
 
 def main() -> None:
+    """Run the study on 1 and 2 workers and print the speed-up, with and without Ray's start-up."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--work-s", type=float, default=0.05)
@@ -51,6 +54,7 @@ def main() -> None:
 
 
 def ray_startup_s() -> float:
+    """Seconds to start and stop a local 2-worker Ray, the fixed cost a 2-worker study pays."""
     from dse.study.pool import RayPool
 
     start = time.perf_counter()

@@ -27,6 +27,7 @@ SORT = "-tops"
 
 
 def best_of(repeats: int, work) -> tuple[float, object]:  # noqa: ANN001 - a thunk
+    """The fastest of ``repeats`` calls of ``work`` in seconds, and the last call's result."""
     times, result = [], None
     for _ in range(repeats):
         start = time.perf_counter()
@@ -36,6 +37,8 @@ def best_of(repeats: int, work) -> tuple[float, object]:  # noqa: ANN001 - a thu
 
 
 def main() -> None:
+    """Store the study unless already there, then time the SQL page against ``load_trials`` and
+    pandas, check that both give the same rows and print the ratio."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--storage", help="SQLite file or URL (default: a temporary file)")
     parser.add_argument("--shape", default="4032x4032x4032")

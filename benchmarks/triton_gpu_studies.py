@@ -73,6 +73,8 @@ def _show_device(target: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the GPU studies (or write their hardware trials for ``--offline``) and print the report;
+    the exit status (2 when the GPU cannot be used here)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="h200", choices=("h200", "h100"))
     parser.add_argument("--keep", type=int, default=60, help="hardware trials a shape")

@@ -40,6 +40,9 @@ FREE: dict[str, list[tuple[str, str]]] = {
 
 @dataclass(frozen=True)
 class CalibrationReport:
+    """What :func:`calibrate_study` fitted (``section.key`` -> value), the held-out error (``mape``,
+    ``spearman``) of the old and new coefficients, and the file written."""
+
     fitted: dict[str, float]
     before: dict[str, float]  # held-out error of the old coefficients
     after: dict[str, float]
@@ -67,6 +70,9 @@ def _errors(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
 
 def calibrate_study(storage: str | None, study: str, evaluator: str, against: str,
                     out: str | Path | None = None) -> CalibrationReport:
+    """Refit ``evaluator``'s free coefficients for the study's target to its ok results of
+    ``against`` (at least 6) and write the new target file to ``out`` (default
+    ``<target>-calibrated.toml``)."""
     store = ResultStore(storage)
     frame = load_trials(store, study)
     with store.session() as s:

@@ -74,6 +74,8 @@ def _load_configs(path: str) -> list[dict[str, Any]]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``dse evaluate``: score the ``--param`` config (or each of ``--configs``) and print status,
+    params and metrics (or JSON); 1 when any is not ok."""
     ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
     evaluator = build_evaluator(args.evaluator)
     if args.configs and args.param:
@@ -155,6 +157,8 @@ def _parse_start(text: str | None) -> tuple[int, int, int] | None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    """``dse search``: the exhaustive search or the paper's balance procedure over one GEMM's space;
+    prints the best configurations (or JSON), 1 when none is feasible."""
     ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
     evaluator = build_evaluator(args.evaluator)
     if args.top < 1:
@@ -180,6 +184,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    """``dse compare``: the simulator against the analytical model on sampled configs; prints their
+    rank correlation and largest disagreements (or JSON)."""
     from dse.compare import compare
     from dse.storage import ResultStore
 
@@ -201,6 +207,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
+    """``dse targets``: the shipped targets, one line each (or JSON)."""
     rows = []
     for name in available_targets():
         t = load_target(name)
@@ -216,6 +223,7 @@ def cmd_targets(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``dse`` argument parser: every command, the target families' own included."""
     parser = argparse.ArgumentParser(prog="dse", description="GEMM design-space exploration")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -266,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``dse`` command in ``argv`` (default: the process's arguments) and return its exit
+    status; an unknown evaluator or a ``DseError`` is printed and gives 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func

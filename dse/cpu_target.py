@@ -40,6 +40,8 @@ class CpuModel:
 
 @dataclass(frozen=True)
 class CpuTarget(FamilyTarget):
+    """The host CPU: its cache sizes and the CPU GEMM model's coefficients."""
+
     name: str
     description: str
     space: str
@@ -67,6 +69,8 @@ def system_caches() -> CacheSpec:
 
 
 def cpu_target_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> CpuTarget:
+    """Validate a parsed CPU target table and build the :class:`CpuTarget`; a cache size of 0 is
+    read from the system (else a common default)."""
     values = family_sections(CpuTarget, raw, source, ("caches", "model"))
     declared = values.pop("caches")
     found = system_caches()

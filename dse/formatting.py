@@ -7,6 +7,8 @@ from typing import Any
 
 
 def fmt(value: Any) -> str:
+    """A value as a table cell: floats to 4 significant digits, very large or small ones in
+    scientific notation."""
     if isinstance(value, float):
         if value == 0:
             return "0"
@@ -27,5 +29,6 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
 
 
 def key_values(pairs: dict[str, Any], indent: str = "  ") -> str:
+    """``pairs`` as aligned ``key  value`` lines, each starting with ``indent``."""
     width = max((len(k) for k in pairs), default=0)
     return "\n".join(f"{indent}{k.ljust(width)}  {fmt(v)}" for k, v in pairs.items())

@@ -96,8 +96,10 @@ def analytical_model(space: str) -> Any:
 
 
 def analytical_spaces() -> tuple[str, ...]:
+    """The search spaces that have an analytical model registered."""
     return tuple(sorted(_registry(ANALYTICAL_MODELS, "dse.analytical_models")))
 
 
 def evaluator_names() -> list[str]:
+    """The registered evaluators' names, sorted."""
     return sorted(_registry(EVALUATORS, "dse.evaluators"))

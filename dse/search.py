@@ -17,6 +17,8 @@ from search_spaces.base import ConfigBatch, batch_len, batch_take
 
 @dataclass(frozen=True)
 class Candidate:
+    """One configuration a search found: its parameters and its metrics."""
+
     params: dict[str, Any]
     metrics: dict[str, Any]
 

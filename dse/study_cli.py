@@ -58,6 +58,8 @@ class _Progress:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """``dse run``: run or resume a study file; prints a summary per workload (and what
+    ``--offline`` wrote); 130 when interrupted."""
     spec = load_study(args.study).with_overrides(trials=args.trials, workers=args.workers)
     progress = _Progress()
     try:
@@ -140,6 +142,7 @@ def _param_columns(frame: pd.DataFrame) -> list[str]:
 
 
 def cmd_studies(args: argparse.Namespace) -> int:
+    """``dse studies``: the studies in the database, one line each (or JSON)."""
     frame = list_studies(args.storage)
     if args.json:
         print(frame.to_json(orient="records", date_format="iso", indent=2))
@@ -151,6 +154,8 @@ def cmd_studies(args: argparse.Namespace) -> int:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
+    """``dse best``: a study's best configurations (its Pareto front for several objectives) as a
+    table (or JSON)."""
     if args.top < 1:
         raise UsageError(f"--top must be at least 1, got {args.top}")
     frame = load_trials(args.storage, args.study)
@@ -169,6 +174,8 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 
 def cmd_trials(args: argparse.Namespace) -> int:
+    """``dse trials``: a study's trials, filtered and sorted, as a table, CSV, JSON or Parquet; with
+    ``--limit`` or ``--offset``, one page cut in SQL."""
     if args.limit is not None or args.offset:
         # a page is filtered, sorted and cut in SQL: only its rows are read
         sort = args.sort or "number"
@@ -224,6 +231,8 @@ def _write_trials(frame: pd.DataFrame, args: argparse.Namespace) -> int:
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
+    """``dse fidelity``: how well each ladder rung ranked the next one's configs, per workload (or
+    JSON)."""
     from dse.study.query import fidelity_report
 
     report = fidelity_report(args.storage, args.study)
@@ -238,6 +247,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """``dse export-configs``: write a study's best configs for the offline runner; prints how many
+    and the steps that follow."""
     from dse.offline.exchange import export_configs
 
     options = {}
@@ -264,6 +275,7 @@ def _literal(text: str) -> Any:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    """``dse ingest``: store the offline runner's results; prints what was new."""
     from dse.offline.exchange import ingest
 
     added = ingest(args.storage, args.results)
@@ -273,6 +285,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``dse calibrate``: refit a model's coefficients to a study's measurements and write a new
+    target file; prints the held-out error before and after (or JSON)."""
     from dse.calibrate_study import calibrate_study
 
     report = calibrate_study(args.storage, args.study, args.evaluator, args.against, args.out)
@@ -291,6 +305,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_balance(args: argparse.Namespace) -> int:
+    """``dse balance``: per workload, the study's best and its bound, the model's best, the paper's
+    path and the what-if table (or JSON)."""
     from dse.analysis.balance import balance_report
 
     reports = balance_report(args.storage, args.study, args.workload, args.top)
@@ -321,6 +337,7 @@ def cmd_balance(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """``dse report``: write the study's self-contained HTML report; prints its path and size."""
     from dse.analysis.report import write_report
 
     path = write_report(args.storage, args.study, args.out)
@@ -329,6 +346,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
+    """``dse dashboard``: serve the read-only web dashboard until interrupted."""
     from dse.dashboard import serve
 
     serve(args.storage, args.host, args.port)
@@ -336,6 +354,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 def cmd_optuna_export(args: argparse.Namespace) -> int:
+    """``dse optuna-export``: write a study's Optuna state as a journal file for optuna-dashboard;
+    prints how many lines."""
     from dse.study.optuna_export import export_journal
 
     lines = export_journal(args.storage, args.study, args.out)
@@ -345,6 +365,8 @@ def cmd_optuna_export(args: argparse.Namespace) -> int:
 
 
 def add_study_commands(sub: Any) -> None:
+    """Add the study commands (``dse run``, ``studies``, ``best``, ``trials`` and the rest) to
+    ``sub``, the ``dse`` parser's subparsers."""
     run = sub.add_parser("run", help="run or resume a study file")
     run.add_argument("study", help="study file (YAML)")
     _storage_arg(run)

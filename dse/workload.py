@@ -31,17 +31,22 @@ class Workload(Protocol):
     b_layout: str
 
     @property
-    def shape(self) -> str: ...
+    def shape(self) -> str:
+        """The shape as written in study files and stored, e.g. ``4096x4096x4096``."""
 
     @property
-    def macs(self) -> int: ...
+    def macs(self) -> int:
+        """Multiply-accumulates of the whole problem."""
 
     @property
-    def label(self) -> str: ...
+    def label(self) -> str:
+        """A one-line name for listings: shape, dtype and layout."""
 
-    def to_dict(self) -> dict[str, Any]: ...
+    def to_dict(self) -> dict[str, Any]:
+        """The body stored in the results database (:func:`workload_from_dict` reads it back)."""
 
-    def operand_bytes(self) -> tuple[int, int, int]: ...
+    def operand_bytes(self) -> tuple[int, int, int]:
+        """Bytes of A, B and C as stored."""
 
 
 def _positive(name: str, value: Any) -> None:

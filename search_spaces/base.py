@@ -105,10 +105,12 @@ def batch_to_dicts(params: Mapping[str, Param], batch: ConfigBatch) -> list[dict
 
 
 def batch_len(batch: ConfigBatch) -> int:
+    """How many configs ``batch`` holds (0 when it has no parameters)."""
     return len(next(iter(batch.values()))) if batch else 0
 
 
 def batch_take(batch: ConfigBatch, index: np.ndarray) -> ConfigBatch:
+    """The configs of ``batch`` at ``index`` (positions or a boolean mask)."""
     return {name: values[index] for name, values in batch.items()}
 
 

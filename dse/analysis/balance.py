@@ -83,6 +83,8 @@ def _what_if(ctx: Any, evaluator: Any) -> list[dict[str, Any]]:
 
 def balance_report(storage: str | None, study: str, workload: str | None = None,
                    top: int = 10) -> list[dict[str, Any]]:
+    """``dse balance``: one report per workload of ``study`` (only ``workload``, given as ``MxKxN``
+    or ``MxKxN dtype``, when set), as the module docstring lists; ``top`` model configs each."""
     store = ResultStore(storage)
     frame = load_trials(store, study)
     with store.session() as s:

@@ -48,6 +48,8 @@ def blocked_gemm(a: Any, b: Any, mc: int, kc: int, nc: int, pack_a: bool, pack_b
 
 
 def run_cpu(job: dict[str, Any], repeats: int = 5, warmup: int = 1) -> dict[str, Any]:
+    """Time the blocked GEMM of a ``cpu`` job (``warmup`` runs, then ``repeats``), each product
+    checked against A @ B; the outcome with the median latency and spread."""
     import numpy as np
 
     rng = np.random.default_rng(job.get("seed", 0))
@@ -71,6 +73,8 @@ def run_cpu(job: dict[str, Any], repeats: int = 5, warmup: int = 1) -> dict[str,
 
 
 def run_command(job: dict[str, Any]) -> dict[str, Any]:
+    """Run a ``command`` job's commands in turn, stopping at the first that fails; their joined
+    output and last return code, raw, for dse to interpret."""
     output, code = [], 0
     for argv in job["commands"]:
         try:
@@ -191,6 +195,8 @@ def _write(path: str, exported: dict[str, Any], results: list[dict[str, Any]]) -
 
 
 def main(argv: list[str]) -> int:
+    """``runner.py CONFIGS RESULTS``: measure every exported config, rewriting the results file
+    after each call; 2 (and the usage) on a wrong command line."""
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2

@@ -26,16 +26,20 @@ SCHEMA_VERSION = 2
 
 
 class Base(DeclarativeBase):
-    pass
+    """The declarative base of every ``dse_`` table."""
 
 
 class Meta(Base):
+    """A setting of the database itself, by key (``schema_version``)."""
+
     __tablename__ = "dse_meta"
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
 
 
 class TargetRow(Base):
+    """A target's constants, identified by their digest (an edited target file is a new row)."""
+
     __tablename__ = "dse_targets"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     digest: Mapped[str] = mapped_column(String(64), unique=True)
@@ -44,6 +48,8 @@ class TargetRow(Base):
 
 
 class WorkloadRow(Base):
+    """A workload (its ``to_dict`` body), identified by the body's canonical key."""
+
     __tablename__ = "dse_workloads"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key: Mapped[str] = mapped_column(String(64), unique=True)
@@ -51,6 +57,8 @@ class WorkloadRow(Base):
 
 
 class ConfigRow(Base):
+    """A config of a search space (its parameter values), identified by its canonical key."""
+
     __tablename__ = "dse_configs"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key: Mapped[str] = mapped_column(String(64), unique=True)
@@ -59,6 +67,9 @@ class ConfigRow(Base):
 
 
 class EvaluationRow(Base):
+    """One evaluator version's result for a config of a workload on a target, with its metrics and
+    provenance; unique, so nothing is evaluated twice."""
+
     __tablename__ = "dse_evaluations"
     __table_args__ = (UniqueConstraint("target_id", "workload_id", "config_id", "evaluator",
                                        "version", name="uq_dse_evaluation_identity"),)
@@ -80,6 +91,8 @@ class EvaluationRow(Base):
 
 
 class StudyRow(Base):
+    """A study: its spec, its status and the lease of the process that runs it."""
+
     __tablename__ = "dse_studies"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
@@ -94,6 +107,9 @@ class StudyRow(Base):
 
 
 class TrialRow(Base):
+    """A study's ``number``-th trial: the config it asked for, the evaluation that answered it and
+    whether that came from the store (``cached``)."""
+
     __tablename__ = "dse_trials"
     __table_args__ = (UniqueConstraint("study_id", "number", name="uq_dse_trial_number"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -109,6 +125,8 @@ class TrialRow(Base):
 
 
 class JournalRow(Base):
+    """One line (``seq``) of a study's Optuna journal (see :mod:`dse.storage.journal`)."""
+
     __tablename__ = "dse_optuna_journal"
     __table_args__ = (UniqueConstraint("study_id", "seq", name="uq_dse_journal_seq"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

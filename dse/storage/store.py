@@ -37,6 +37,7 @@ def config_key(space: str, params: Mapping[str, Any]) -> str:
 
 
 def now() -> datetime:
+    """The local time to the second, as the store records it."""
     return datetime.now().replace(microsecond=0)
 
 

@@ -83,6 +83,9 @@ def choose(scores: np.ndarray, keep: int, how: str, groups: list[Any] | None = N
 
 def run_ladder(runner: StudyRunner, ctx: EvalContext, workload_id: int,
                summary: WorkloadSummary) -> None:
+    """Run the study's ladder on one workload: each rung evaluates what the cheaper one kept (the
+    first scores the whole space when it can), and its agreement with that rung is recorded; stops
+    at an ``--offline`` rung with configs to measure."""
     spec = runner.spec
     objective = spec.objectives[0]
     sign = 1.0 if objective.direction == "maximize" else -1.0

@@ -13,6 +13,7 @@ from search_spaces.base import ConfigBatch, batch_len, batch_take
 
 
 def failed_results(batch: ConfigBatch, ctx: EvalContext, error: str) -> list[EvalResult]:
+    """A failed result with reason ``error`` for every config of ``batch``."""
     return [EvalResult(Status.FAILED, p, reason=error) for p in ctx.space.decode(batch)]
 
 

@@ -46,6 +46,9 @@ Progress = Callable[[str, int, int, float | None], None]
 
 @dataclass
 class WorkloadSummary:
+    """A run's counts for one workload: its trials so far (earlier runs' included), and what this
+    run evaluated, served from the store, found infeasible, failed or exported."""
+
     workload: Workload
     trials: int
     evaluated: int = 0
@@ -57,6 +60,9 @@ class WorkloadSummary:
 
 @dataclass
 class RunSummary:
+    """What :func:`run_study` reports: the study, its storage, how the run ended, its duration and
+    each workload's counts."""
+
     study: str
     storage: str
     status: str
@@ -66,10 +72,12 @@ class RunSummary:
 
 
 def owner_id() -> str:
+    """``host:pid`` of this process: the owner recorded in a study's lease."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def library_versions() -> dict[str, str]:
+    """Versions of dse, Python, NumPy and Optuna, stored with every evaluation."""
     return {"dse": dse.__version__, "python": platform.python_version(),
             "numpy": np.__version__, "optuna": optuna.__version__}
 

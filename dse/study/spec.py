@@ -35,6 +35,8 @@ class StudyFileError(UsageError):
 
 @dataclass(frozen=True)
 class Objective:
+    """A metric to optimise and its direction."""
+
     metric: str
     direction: str  # "maximize" | "minimize"
 
@@ -75,12 +77,17 @@ class Rung:
 
 @dataclass(frozen=True)
 class Budget:
+    """When a study stops: trials per workload and seconds for the whole run (None: no limit)."""
+
     trials: int | None = None  # per workload
     time_s: float | None = None  # whole run
 
 
 @dataclass(frozen=True)
 class StudySpec:
+    """A validated study file: target, workloads, space changes, evaluator, sampler, objectives,
+    budget, ladder and run settings."""
+
     name: str
     target: str
     workloads: tuple[Workload, ...]

@@ -58,6 +58,7 @@ def with_values(target: Target, **sections: dict[str, float]) -> Target:
 
 
 def with_input(target: Target, input_type: str, **values: float) -> Target:
+    """Copy of ``target`` with some fields of one input type's spec replaced."""
     inputs = dict(target.inputs)
     inputs[input_type] = dataclasses.replace(inputs[input_type], **values)
     return dataclasses.replace(target, inputs=inputs)
@@ -88,6 +89,7 @@ def predict_point(target: Target, point: EndToEndPoint, b_layout: str = "col") -
 
 
 def end_to_end_residuals(target: Target, points: Sequence[EndToEndPoint]) -> dict[str, float]:
+    """Relative error of the model's TOPS for each published end-to-end point."""
     return {p.label: predict_point(target, p)["tops"] / p.tops - 1 for p in points}
 
 
@@ -230,6 +232,7 @@ def simulate_point(target: Target, point: EndToEndPoint, **params: Any) -> dict:
 
 
 def simulator_residuals(target: Target, points: Sequence[EndToEndPoint]) -> dict[str, float]:
+    """Relative error of the simulator's TOPS for each published end-to-end point."""
     return {p.label: simulate_point(target, p)["tops"] / p.tops - 1 for p in points}
 
 
@@ -364,6 +367,8 @@ def write_values(path: Path, target: Target) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Refit the ``xdna`` and ``xdna2`` constants and print them with their residuals; with
+    ``--write``, also update the shipped target files."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", action="store_true",
                         help="write the fitted constants into the shipped target files")

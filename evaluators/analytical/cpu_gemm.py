@@ -28,6 +28,7 @@ def _ceil_div(a: int, b: np.ndarray) -> np.ndarray:
 
 
 def score(batch: ConfigBatch, target: object, workload: GemmWorkload) -> dict[str, np.ndarray]:
+    """Metric arrays of the CPU GEMM model, one entry per config of ``batch``."""
     model, caches = target.model, target.caches  # type: ignore[attr-defined]
     elem = workload.dtype.in_bytes
     mc, kc, nc = (batch[t].astype(np.float64) for t in ("mc", "kc", "nc"))

@@ -52,6 +52,7 @@ class EndToEndPoint:
 
 
 def table1() -> list[KernelPoint]:
+    """Table 1 rows: single-core kernels and their measured MACs/cycle."""
     return [KernelPoint(r["device"], r["dtype"], int(r["m_ct"]), int(r["k_ct"]), int(r["n_ct"]),
                         float(r["macs_per_cycle"]))
             for r in _read_csv("paper_table1_single_core.csv")]
@@ -75,6 +76,7 @@ def table2() -> list[EndToEndPoint]:
 
 
 def table2_kernels() -> list[KernelPoint]:
+    """Table 2's kernels as single-core points, with the MACs/cycle it reports."""
     return [KernelPoint(p.device, p.dtype, p.params["m_ct"], p.params["k_ct"], p.params["n_ct"],
                         p.extra["macs_per_cycle"]) for p in table2()]
 

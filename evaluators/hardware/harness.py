@@ -38,6 +38,9 @@ class RunOutput:
 
 @dataclass(frozen=True)
 class MeasureSettings:
+    """How a config is measured: warm-up runs, the least and most timed runs, the spread that ends
+    it early, and how long one run may take."""
+
     warmup: int = 1
     min_repeats: int = 3
     max_repeats: int = 10
@@ -47,6 +50,8 @@ class MeasureSettings:
 
 @dataclass
 class Measurement:
+    """A config's measurement: its status, the seconds of each timed run and, unless ok, why."""
+
     status: Status
     times: list[float] = field(default_factory=list)
     reason: str | None = None

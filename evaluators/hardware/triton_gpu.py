@@ -27,6 +27,8 @@ KERNEL = "evaluators.hardware.triton_kernel"
 
 
 def job_of(params: dict[str, Any], ctx: EvalContext, seed: int = 0) -> dict[str, Any]:
+    """The job :mod:`evaluators.hardware.triton_kernel` runs for ``params`` on ``ctx``'s
+    workload."""
     w = ctx.workload
     return {"M": w.M, "K": w.K, "N": w.N, "dtype": w.dtype.input, "b_layout": w.b_layout,
             "seed": seed,

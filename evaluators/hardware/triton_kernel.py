@@ -27,6 +27,7 @@ _STATE: dict[tuple[Any, ...], Any] = {}
 
 
 def interpreting() -> bool:
+    """Whether Triton's CPU interpreter runs the kernel (``TRITON_INTERPRET=1``)."""
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
@@ -98,6 +99,7 @@ def _build_kernel() -> Any:
 
 
 def kernel() -> Any:
+    """The Triton GEMM kernel, built (and Triton imported) on first use."""
     global _KERNEL
     if _KERNEL is None:
         _KERNEL = _build_kernel()

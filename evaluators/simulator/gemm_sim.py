@@ -82,6 +82,8 @@ class Plan:
 
 
 def make_plan(batch: ConfigBatch, target: Target, workload: GemmWorkload) -> Plan:
+    """The :class:`Plan` of the first config of ``batch``: its sizes, DRAM efficiencies and transfer
+    times, with the simulator's DRAM constants."""
     geo = derive(batch, target, workload)
     clock = target.array.clock_hz
     bw = target.dma.channel_bytes_per_cycle

@@ -62,6 +62,8 @@ def _ascend_target(name: str) -> Any:
 
 
 def cmd_classify(args: argparse.Namespace) -> int:
+    """``dse ascend classify``: the branch the rules pick for a shape and the numbers behind it
+    (with ``--config``, the configuration they choose), or JSON."""
     target = _ascend_target(args.target)
     workload = BatchedGemmWorkload.parse(args.shape, args.dtype, args.b_layout)
     decision = rule_decision(target, workload)
@@ -82,6 +84,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    """``dse ascend sweep``: classify the coverage grid; prints each branch's share, the IterBatch
+    forms and the rate (or JSON)."""
     target = _ascend_target(args.target)
     batches = np.arange(1, args.max_batch + 1, args.batch_step)
     values = log_grid(args.points)

@@ -33,10 +33,12 @@ MIN_MERGE = 2  # b0: the smallest merge that saves DMA commands
 
 
 def floor_to(x: Any, step: int) -> Any:
+    """``x`` rounded down to a multiple of ``step`` (elementwise)."""
     return (np.asarray(x) // step) * step
 
 
 def ceil_to(x: Any, step: int) -> Any:
+    """``x`` rounded up to a multiple of ``step`` (elementwise)."""
     return -(-np.asarray(x) // step) * step
 
 

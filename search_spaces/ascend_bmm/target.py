@@ -16,6 +16,8 @@ FP32_BYTES = 4  # L0C accumulates in FP32; StreamK partial sums are FP32
 
 @dataclass(frozen=True)
 class Cores:
+    """How many Cube (matrix) and vector cores, and their clock."""
+
     cube: int
     vector: int
     clock_hz: float
@@ -23,6 +25,8 @@ class Cores:
 
 @dataclass(frozen=True)
 class Compute:
+    """The Cube's 16-bit peak and sustained FLOP/s, and a vector core's FP32 operations a cycle."""
+
     cube_peak_flops: float
     cube_sustained_flops: float
     vector_fp32_per_cycle: float
@@ -30,6 +34,9 @@ class Compute:
 
 @dataclass(frozen=True)
 class Memory:
+    """Buffer sizes in bytes: a Cube core's L1 and L0A/L0B/L0C, the shared L2, a vector core's
+    Unified Buffer."""
+
     l1_bytes: int
     l0a_bytes: int
     l0b_bytes: int
@@ -40,6 +47,8 @@ class Memory:
 
 @dataclass(frozen=True)
 class Bandwidth:
+    """L2 and GM bandwidths (GM as StreamK's workspace too) and a core's L1 -> L0 bytes a cycle."""
+
     l2_bytes_per_s: float
     gm_bytes_per_s: float
     gm_workspace_bytes_per_s: float
@@ -48,6 +57,9 @@ class Bandwidth:
 
 @dataclass(frozen=True)
 class Rules:
+    """The design's bandwidth-utilisation rules of thumb (movers, bytes a core and a transfer,
+    contiguous runs), the tile alignment and the transpose-conflict limit."""
+
     min_cores: int
     min_bytes_per_core: int
     min_tile_bytes: int
@@ -60,6 +72,8 @@ class Rules:
 
 @dataclass(frozen=True)
 class Overheads:
+    """Fixed costs: one GM -> L1 DMA command."""
+
     dma_command_s: float
 
 

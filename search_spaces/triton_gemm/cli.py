@@ -50,6 +50,9 @@ def _rule_smem(target: str, w: Any, params: dict[str, Any]) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    """``dse triton compile``: compile each config of a triton configs file for the target's
+    architecture; prints status, shared memory against the rule, registers and spills (or
+    JSON); 1 unless every config compiles."""
     from evaluators.hardware.triton_compile import compile_many
     from search_spaces.triton_gemm.target import GpuTarget
 

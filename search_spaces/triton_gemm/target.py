@@ -13,6 +13,9 @@ from dse.target import FamilyTarget, family_sections
 
 @dataclass(frozen=True)
 class Device:
+    """What the GPU provides: SMs, clock, shared memory, register and residency limits, L2 size, HBM
+    bandwidth and the architecture Triton compiles for."""
+
     sms: int
     clock_hz: float
     smem_per_block_bytes: int
@@ -37,6 +40,9 @@ class Tensor:
 
 @dataclass(frozen=True)
 class GpuModel:
+    """The GPU model's assumptions: L2 bandwidth, the shares of HBM and tensor-core peaks a GEMM
+    reaches, launch and per-K-step costs, and the accumulator register cap."""
+
     l2_bytes_per_s: float
     hbm_efficiency: float
     launch_s: float
@@ -47,6 +53,9 @@ class GpuModel:
 
 @dataclass(frozen=True)
 class GpuTarget(FamilyTarget):
+    """An NVIDIA GPU for Triton GEMMs: its device limits, tensor-core peaks and the model's
+    assumptions."""
+
     name: str
     description: str
     space: str

@@ -42,6 +42,9 @@ class CheckContext:
 
 @dataclass(frozen=True)
 class Constraint:
+    """A rule of the space: its name, a description, ``check`` (True where a config obeys it) and
+    ``explain`` (why config ``i`` does not)."""
+
     name: str
     doc: str
     check: Callable[[CheckContext], np.ndarray]

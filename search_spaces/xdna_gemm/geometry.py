@@ -15,10 +15,12 @@ from search_spaces.base import ConfigBatch
 
 
 def ceil_div(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
+    """``a / b`` rounded up (elementwise)."""
     return -(-np.asarray(a) // np.asarray(b))
 
 
 def align_up(x: np.ndarray, alignment: int) -> np.ndarray:
+    """``x`` rounded up to a multiple of ``alignment``."""
     return ceil_div(x, alignment) * alignment
 
 
