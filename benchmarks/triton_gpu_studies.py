@@ -6,7 +6,7 @@ On a machine with an NVIDIA GPU, PyTorch and Triton (``pip install -e '.[gpu]'``
 
 Where the GPU box has only PyTorch and Triton, the hardware rungs go there as files:
     python benchmarks/triton_gpu_studies.py --storage gpu.db --offline jobs/      # here
-    python3 dse/offline/runner.py jobs/NAME.jobs.json NAME.results.json          # GPU box, each
+    python3 dse/offline/runner.py jobs/NAME.jobs.json NAME.results.json [--time-limit S]  # GPU
     dse ingest NAME.results.json --storage gpu.db                                # here, each
     python benchmarks/triton_gpu_studies.py --storage gpu.db --offline jobs/      # the report
 

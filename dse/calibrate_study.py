@@ -73,7 +73,7 @@ def calibrate_study(storage: str | None, study: str, evaluator: str, against: st
     """Refit ``evaluator``'s free coefficients for the study's target to its ok results of
     ``against`` (at least 6) and write the new target file to ``out`` (default
     ``<target>-calibrated.toml``)."""
-    store = ResultStore(storage)
+    store = ResultStore(storage, existing=True)
     frame = load_trials(store, study)
     with store.session() as s:
         target_name = store.require_study(s, study).spec["target"]

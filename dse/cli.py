@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dse.cli_args import add_backend_options, backend_options, positive_int
 from dse.errors import DseError, UsageError, read_json
 from dse.formatting import key_values, table
 from dse.paper_strategy import paper_strategy
@@ -34,6 +36,8 @@ def _pairs(items: Sequence[str] | None, option: str) -> dict[str, str]:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise UsageError(f"{option} expects NAME=VALUE, got {item!r}")
+        if name.strip() in out:
+            raise UsageError(f"{option} {name.strip()} is given twice")
         out[name.strip()] = value.strip()
     return out
 
@@ -48,7 +52,7 @@ def _add_problem_args(p: argparse.ArgumentParser) -> None:
                    "batched GEMM which operands are transposed: NN (default), NT, TN, TT")
     p.add_argument("--evaluator", default="analytical", help="evaluator name (default analytical)")
     p.add_argument("--constraint", action="append", default=[], metavar="NAME",
-                   help="also enforce an optional rule: dma_bound (eq. 4)")
+                   help="also enforce an optional rule: dma_bound (eq. 4), no_padding")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -77,7 +81,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """``dse evaluate``: score the ``--param`` config (or each of ``--configs``) and print status,
     params and metrics (or JSON); 1 when any is not ok."""
     ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
-    evaluator = build_evaluator(args.evaluator)
+    evaluator = build_evaluator(args.evaluator, backend_options(args.option))
     if args.configs and args.param:
         raise UsageError("give either --param or --configs, not both")
     given = _load_configs(args.configs) if args.configs else [_pairs(args.param, "--param")]
@@ -122,14 +126,17 @@ def _print_outcome(outcome: SearchOutcome, strategy: str) -> None:
         print("\nbalance procedure steps:")
         print(table(outcome.steps, ("step", *TILE_COLUMNS, "shape", "macs_per_cycle", "t_comp_s",
                                     "t_mem_s", "bound", "tops")))
+    if not outcome.top:
+        print("\nno configuration is feasible (see what rejected them above)")
+        return
     rows = [{"rank": i + 1, **c.params, **c.metrics} for i, c in enumerate(outcome.top)]
-    params = list(outcome.top[0].params) if outcome.top else []
+    params = list(outcome.top[0].params)
     tiles = [p for p in params if p in TILE_COLUMNS] or params[:3]
     varying = [p for p in params if p not in tiles and
                len({str(c.params[p]) for c in outcome.top}) > 1]
     metrics = [m for m in ("tops", "macs_per_cycle", "t_comp_s", "t_mem_s", "bound", "stage",
                            "l1_bytes", "l2_bytes", "r_in")
-               if outcome.top and m in outcome.top[0].metrics]
+               if m in outcome.top[0].metrics]
     print("\nbest configurations:" if len(rows) > 1 else "\nbalanced configuration:")
     print(table(rows, ("rank", *tiles, *varying, *metrics)))
 
@@ -161,14 +168,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     prints the best configurations (or JSON), 1 when none is feasible."""
     ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
     evaluator = build_evaluator(args.evaluator)
-    if args.top < 1:
-        raise UsageError(f"--top must be at least 1, got {args.top}")
     fix = _pairs(args.fix, "--fix")
     if args.strategy == "paper":
         if args.free:
             raise UsageError("--free applies to --strategy exhaustive only")
-        if args.patience < 1:
-            raise UsageError(f"--patience must be at least 1, got {args.patience}")
         outcome = paper_strategy(evaluator, ctx, fix=fix, start=_parse_start(args.start),
                                  k_mt_target=args.k_mt, patience=args.patience)
     else:
@@ -234,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--configs", metavar="FILE.json", help="JSON list of parameter objects")
     ev.add_argument("--trace", metavar="FILE.json",
                     help="with --evaluator simulator: write a Chrome trace-event timeline")
+    add_backend_options(ev)
     ev.set_defaults(func=cmd_evaluate)
 
     se = sub.add_parser("search", help="search the design space of one GEMM")
@@ -241,13 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--fix", action="append", metavar="NAME=VALUE", help="pin a parameter")
     se.add_argument("--free", action="append", default=[], metavar="NAME",
                     help="also vary a parameter that otherwise keeps its default")
-    se.add_argument("--top", type=int, default=10, help="how many configurations to report")
+    se.add_argument("--top", type=positive_int, default=10,
+                    help="how many configurations to report")
     se.add_argument("--strategy", choices=("exhaustive", "paper"), default="exhaustive")
     se.add_argument("--start", metavar="MxKxN", help="paper strategy: kernel to start from")
-    se.add_argument("--k-mt", type=int, metavar="N",
+    se.add_argument("--k-mt", type=positive_int, metavar="N",
                     help="paper strategy: use the largest multiple of k_ct <= N as k_mt, as the "
                     "paper did (default: each kernel's fastest feasible k_mt)")
-    se.add_argument("--patience", type=int, default=PAPER_PATIENCE, metavar="N",
+    se.add_argument("--patience", type=positive_int, default=PAPER_PATIENCE, metavar="N",
                     help="paper strategy: stop after N steps without a new best (the paper: 1)")
     se.set_defaults(func=cmd_search)
 
@@ -257,9 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     for flag in ("--target", "--dtype", "--shape"):
         co.add_argument(flag, required=True)
     co.add_argument("--b-layout", default=None)
-    co.add_argument("--samples", type=int, default=50)
+    co.add_argument("--samples", type=positive_int, default=50)
     co.add_argument("--seed", type=int, default=0)
-    co.add_argument("--top", type=int, default=8, help="disagreements to list")
+    co.add_argument("--top", type=positive_int, default=8, help="disagreements to list")
     co.add_argument("--storage", default=None, help="where both fidelities' results are stored "
                     "(default ./dse.db)")
     co.add_argument("--json", action="store_true")
@@ -275,9 +280,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``dse`` command in ``argv`` (default: the process's arguments) and return its exit
-    status; an unknown evaluator or a ``DseError`` is printed and gives 2."""
+    status; an unknown evaluator, a ``DseError`` or a path that cannot be used is printed and
+    gives 2."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse has printed the usage and the bad option (or --help)
+        return exc.code if isinstance(exc.code, int) else 2
     func: Callable[[argparse.Namespace], int] = args.func
     name = getattr(args, "evaluator", None)
     if isinstance(name, str) and name not in evaluator_names():
@@ -288,6 +297,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return func(args)
     except DseError as exc:
         print(f"dse: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # the reader went away (`dse trials ... | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        # a path the user gave (--out, --configs, a results file) that cannot be used as one
+        print(f"dse: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from dse.cli_args import add_backend_options, backend_options, positive_int
 from dse.errors import UsageError
 from dse.formatting import key_values, table
 from dse.storage import DEFAULT_STORAGE
@@ -41,14 +43,16 @@ class _Progress:
         self._bars: dict[str, Any] = {}
         self._best: dict[str, float] = {}
 
-    def __call__(self, workload: str, done: int, total: int, best: float | None) -> None:
+    def __call__(self, workload: str, done: int, total: int, best: float | None,
+                 direction: str = "maximize") -> None:
         bar = self._bars.get(workload)
         if bar is None:
             bar = self._bars[workload] = self._tqdm(
                 total=total or None, desc=workload, unit="trial", file=sys.stderr,
                 disable=not sys.stderr.isatty(), leave=True)
         if best is not None and best == best:
-            self._best[workload] = max(self._best.get(workload, best), best)
+            pick = max if direction == "maximize" else min
+            self._best[workload] = pick(self._best.get(workload, best), best)
         bar.n = done
         bar.set_postfix(best=f"{self._best.get(workload, float('nan')):.4g}", refresh=True)
 
@@ -68,15 +72,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress.close()
     _print_summary(summary, args.storage or spec.storage)
     if args.offline is not None:
-        _print_offline(summary, args)
+        _print_offline(summary, args, args.storage or spec.storage)
     if summary.status == "interrupted":
-        print(f"interrupted: what finished is stored; run `dse run {args.study}` again to "
+        print(f"interrupted: what finished is stored; run `{_run_command(args)}` again to "
               "resume", file=sys.stderr)
         return 130
     return 0
 
 
-def _print_offline(summary: RunSummary, args: argparse.Namespace) -> None:
+def _run_command(args: argparse.Namespace) -> str:
+    """The ``dse run`` command line that resumes this run (same study, storage and options)."""
+    words = ["dse", "run", args.study]
+    for option in ("storage", "trials", "workers", "ray_address", "offline"):
+        value = getattr(args, option)
+        if value is not None:
+            words += ["--" + option.replace("_", "-"), str(value)]
+    return shlex.join(words)
+
+
+def _storage_option(storage: str | None) -> str:
+    """`` --storage STORAGE`` for a command shown to the user (nothing for the default)."""
+    return f" --storage {shlex.quote(storage)}" if storage else ""
+
+
+def _print_offline(summary: RunSummary, args: argparse.Namespace, storage: str | None) -> None:
     """What ``--offline`` wrote and the three steps that finish the study."""
     export = summary.offline
     if export is None:
@@ -87,14 +106,14 @@ def _print_offline(summary: RunSummary, args: argparse.Namespace) -> None:
               f"study is complete ({args.offline} lists none)")
         return
     runner = Path(__file__).parent / "offline" / "runner.py"
-    again = (f"run {args.study}" + (f" --storage {args.storage}" if args.storage else "")
-             + f" --offline {args.offline}")
+    again = f"run {args.study}{_storage_option(args.storage)} --offline {args.offline}"
     print(f"\n{len(export.configs)} configs for the {export.evaluator.name} rung written to "
           f"{args.offline}"
           + (f" ({len(export.skipped)} skipped: {export.skipped[0]})" if export.skipped else "")
           + f".\nOn the machine that can run them: `python3 runner.py {args.offline} "
           f"results.json` (copy {runner}; it needs Python and what the jobs import).\nThen here: "
-          f"`dse ingest results.json` and `dse {again}` again to finish the ladder.")
+          f"`dse ingest results.json{_storage_option(storage)}` and `dse {again}` again to "
+          "finish the ladder.")
 
 
 def _print_summary(summary: RunSummary, storage: str | None) -> None:
@@ -156,8 +175,6 @@ def cmd_studies(args: argparse.Namespace) -> int:
 def cmd_best(args: argparse.Namespace) -> int:
     """``dse best``: a study's best configurations (its Pareto front for several objectives) as a
     table (or JSON)."""
-    if args.top < 1:
-        raise UsageError(f"--top must be at least 1, got {args.top}")
     frame = load_trials(args.storage, args.study)
     best = best_trials(frame, args.top)
     if args.json:
@@ -248,35 +265,27 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``dse export-configs``: write a study's best configs for the offline runner; prints how many
-    and the steps that follow."""
+    and the steps that follow, 1 when the evaluator can measure none of them."""
     from dse.offline.exchange import export_configs
 
-    options = {}
-    for item in args.option or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise UsageError(f"--option expects KEY=VALUE, got {item!r}")
-        options[key] = _literal(value)
     written, skipped = export_configs(args.storage, args.study, args.top, args.out,
-                                      args.evaluator, options)
+                                      args.evaluator, backend_options(args.option))
     for reason in skipped:
         print(f"skipped: {reason}", file=sys.stderr)
+    if not written:
+        print(f"no config of study {args.study!r} can be measured by {args.evaluator}: "
+              f"{args.out} lists none", file=sys.stderr)
+        return 1
     runner = Path(__file__).parent / "offline" / "runner.py"
     print(f"wrote {written} configs to {args.out}; measure them with `python3 runner.py "
-          f"{args.out} results.json` (copy {runner}), then `dse ingest results.json`")
+          f"{args.out} results.json` (copy {runner}), then "
+          f"`dse ingest results.json{_storage_option(args.storage)}`")
     return 0
-
-
-def _literal(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """``dse ingest``: store the offline runner's results; prints what was new."""
-    from dse.offline.exchange import ingest
+    from dse.offline.ingest import ingest
 
     added = ingest(args.storage, args.results)
     print(f"{added['results']} results: {added['evaluations']} new evaluations, "
@@ -370,9 +379,10 @@ def add_study_commands(sub: Any) -> None:
     run = sub.add_parser("run", help="run or resume a study file")
     run.add_argument("study", help="study file (YAML)")
     _storage_arg(run)
-    run.add_argument("--workers", type=int, help="parallel evaluations (Ray) for evaluators "
-                     "that are not vectorised")
-    run.add_argument("--trials", type=int, help="trials per workload (overrides budget.trials)")
+    run.add_argument("--workers", type=positive_int,
+                     help="parallel evaluations (Ray) for evaluators that are not vectorised")
+    run.add_argument("--trials", type=positive_int,
+                     help="trials per workload (overrides budget.trials)")
     run.add_argument("--ray-address", help="existing Ray cluster to run evaluations on")
     run.add_argument("--offline", metavar="FILE.json",
                      help="a ladder rung whose evaluator cannot run here (the triton rung "
@@ -389,7 +399,7 @@ def add_study_commands(sub: Any) -> None:
                           "several objectives)")
     best.add_argument("study")
     _storage_arg(best)
-    best.add_argument("--top", type=int, default=10)
+    best.add_argument("--top", type=positive_int, default=10)
     best.add_argument("--json", action="store_true")
     best.set_defaults(func=cmd_best)
 
@@ -403,12 +413,11 @@ def add_study_commands(sub: Any) -> None:
                             "machine without dse")
     export.add_argument("study")
     _storage_arg(export)
-    export.add_argument("--top", type=int, default=10, help="configs per workload")
+    export.add_argument("--top", type=positive_int, default=10, help="configs per workload")
     export.add_argument("--out", required=True, metavar="FILE.json")
     export.add_argument("--evaluator", default="cpu", help="backend to measure with: cpu, iron "
                         "or triton")
-    export.add_argument("--option", action="append", metavar="KEY=VALUE",
-                        help="backend option, e.g. mlir_aie_dir=/opt/mlir-aie flow=jit")
+    add_backend_options(export)
     export.set_defaults(func=cmd_export)
 
     ing = sub.add_parser("ingest", help="store measurements made by the offline runner")
@@ -431,7 +440,7 @@ def add_study_commands(sub: Any) -> None:
     bal.add_argument("study")
     _storage_arg(bal)
     bal.add_argument("--workload", help="one workload: MxKxN or 'MxKxN dtype'")
-    bal.add_argument("--top", type=int, default=10, help="model's best configs to list")
+    bal.add_argument("--top", type=positive_int, default=10, help="model's best configs to list")
     bal.add_argument("--json", action="store_true")
     bal.set_defaults(func=cmd_balance)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import tomllib
 import typing
 from collections.abc import Mapping
@@ -349,8 +350,9 @@ def _scalar(kind: Any, value: Any, source: str, key: str, meta: Mapping[str, Any
             raise fail("a string")
         return value
     if kind in (int, float):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise fail("a number")
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value):
+            raise fail("a finite number")
         if kind is int and not float(value).is_integer():
             raise fail("an integer")
         minimum = meta.get("min")

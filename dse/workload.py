@@ -19,8 +19,7 @@ from dse.errors import UsageError
 
 B_LAYOUTS: tuple[str, ...] = ("col", "row")
 _SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
-_BATCHED = re.compile(r"^\s*([\d*/]+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*"
-                      r"(?:\+bias)?\s*$", re.IGNORECASE)
+_BATCHED = re.compile(r"^\s*([\d*/]+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
 
 
 class Workload(Protocol):
@@ -49,9 +48,13 @@ class Workload(Protocol):
         """Bytes of A, B and C as stored."""
 
 
+MAX_DIMENSION = 2**31 - 1  # sizes and their products stay in int64 arrays
+
+
 def _positive(name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise UsageError(f"dimension {name} must be a positive integer, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_DIMENSION:
+        raise UsageError(f"dimension {name} must be a positive integer up to {MAX_DIMENSION}, "
+                         f"got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ cost models vectorise over it.
 
 from __future__ import annotations
 
+import numbers
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +21,10 @@ from dse.errors import UsageError
 ConfigBatch = dict[str, np.ndarray]
 
 
+INT_LIMIT = 2**31 - 1  # the largest parameter value a space accepts
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
+
+
 @dataclass(frozen=True)
 class IntParam:
     """An integer parameter; ``lo``/``hi`` bound the user-facing values (``hi`` may be None)."""
@@ -29,12 +35,21 @@ class IntParam:
     hi: int | None = None
 
     def parse(self, text: str | int) -> int:
-        try:
+        """The value of ``text`` (an int, or its decimal string), checked against the bounds."""
+        value = None
+        if isinstance(text, bool | np.bool_):  # True is an int to Python, not to a user
+            pass
+        elif isinstance(text, numbers.Integral):
             value = int(text)
-        except (TypeError, ValueError):
-            raise UsageError(f"parameter {self.name}: {text!r} is not an integer") from None
-        if value < self.lo or (self.hi is not None and value > self.hi):
-            upper = "" if self.hi is None else f" and <= {self.hi}"
+        elif isinstance(text, float | np.floating) and float(text).is_integer():
+            value = int(text)  # pandas stores integer columns with gaps as floats
+        elif isinstance(text, str) and _INTEGER.fullmatch(text):
+            value = int(text)
+        if value is None:
+            raise UsageError(f"parameter {self.name}: {text!r} is not an integer")
+        hi = INT_LIMIT if self.hi is None else self.hi  # beyond it, arrays would overflow
+        if value < self.lo or value > hi:
+            upper = f" and <= {hi}"
             raise UsageError(f"parameter {self.name}: {value} must be >= {self.lo}{upper}")
         return value
 

@@ -48,5 +48,5 @@ def test_balance_table_output(tmp_path, capsys):
     assert main(["balance", spec.name, "--storage", storage, "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "paper's procedure ends at" in out and "what if" in out and "memory-bound here" in out
-    assert main(["balance", spec.name, "--storage", storage, "--workload", "1x1x1"]) == 0
-    assert capsys.readouterr().out == ""
+    assert main(["balance", spec.name, "--storage", storage, "--workload", "1x1x1"]) == 2
+    assert "--workload '1x1x1' is not one of study" in capsys.readouterr().err

@@ -70,12 +70,16 @@ def test_evaluate_configs_file_keeps_order(capsys, tmp_path):
     ([*PROBLEM, *TILES, "--param", "bd_scheme=fast"],
      "bd_scheme: unknown value 'fast'; valid: overlapped, sequential"),
     ([*PROBLEM, *TILES, "--param", "buf_a_l1=4"], "buf_a_l1: 4 must be >= 1 and <= 3"),
-    ([*PROBLEM, *TILES, "--param", "m_ct=big"], "m_ct: 'big' is not an integer"),
+    ([*PROBLEM, *TILES[2:], "--param", "m_ct=big"], "m_ct: 'big' is not an integer"),
+    ([*PROBLEM, *TILES[2:], "--param", "m_ct=1e99"], "m_ct: '1e99' is not an integer"),
+    ([*PROBLEM, *TILES[2:], "--param", f"m_ct={10**23}"], "m_ct: 100000000000000000000000 must"),
+    ([*PROBLEM, *TILES, "--param", "m_ct=64"], "--param m_ct is given twice"),
     ([*PROBLEM, "--param", "m_ct=64"], "missing parameter(s) k_ct, n_ct, k_mt"),
     ([*PROBLEM, *TILES, "--param", "m_ct"], "--param expects NAME=VALUE"),
     ([*PROBLEM[:-1], "4096x4096", *TILES], "not of the form MxKxN"),
     ([*PROBLEM, *TILES, "--evaluator", "oracle"], "unknown evaluator 'oracle'; valid: analytical"),
-    ([*PROBLEM, *TILES, "--constraint", "tight"], "unknown constraint 'tight'; valid: dma_bound"),
+    ([*PROBLEM, *TILES, "--constraint", "tight"],
+     "unknown constraint 'tight'; valid: dma_bound, no_padding"),
     ([*PROBLEM, "--configs", "/nonexistent.json"], "does not exist"),
 ])
 def test_evaluate_usage_errors_exit_2(capsys, argv, message):

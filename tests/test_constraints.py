@@ -6,6 +6,7 @@ import pytest
 
 from dse.problem import build_context
 from dse.target import TARGETS_DIR
+from search_spaces.base import batch_take
 from tests.helpers import first_rule, one_config
 
 OK = dict(m_ct=64, k_ct=64, n_ct=64, k_mt=256)
@@ -69,6 +70,27 @@ def test_optional_dma_bound_rule():
     batch = strict.space.encode([strict.space.resolve(params)])
     assert first_rule(strict, batch) == "dma_bound"
     assert "eq. 4" in strict.space.explain(batch, 0)
+
+
+def test_optional_no_padding_rule_keeps_what_the_stock_iron_design_runs():
+    from evaluators.hardware.iron import unsupported
+
+    strict = build_context("xdna2", "int8-int8", "4000x4096x4096", constraints=["no_padding"])
+    fixed = {name: 2 for name in ("buf_a_l1", "buf_b_l1", "buf_c_l1", "buf_a_l2", "buf_b_l2",
+                                  "buf_c_l2")}
+    padded = strict.space.resolve({**fixed, "m_ct": 64, "k_ct": 64, "n_ct": 64, "k_mt": 64,
+                                   "n_cols": 8})  # M = 4000 is not a multiple of 4 * 64
+    batch = strict.space.encode([padded])
+    assert first_rule(strict, batch) == "no_padding"
+    assert "would run padded to 4096x4096x4096" in strict.space.explain(batch, 0)
+    assert unsupported(padded, strict.workload, "npu2", "make")
+    strict = build_context("xdna2", "int8-int8", "4096x4096x3072", constraints=["no_padding"])
+    generated, _ = strict.space.enumerate(fix={**fixed, "k_ct": 64, "k_mt": 64})
+    kept = batch_take(generated, strict.space.check(generated).ok)
+    assert len(kept["m_ct"]) > 10
+    for config in strict.space.decode(kept):
+        assert not [why for why in unsupported(config, strict.workload, "npu2", "make")
+                    if "does not pad" in why]
 
 
 def test_vectorised_check_matches_one_by_one():

@@ -82,6 +82,70 @@ def test_iron_export_carries_the_commands_and_ingest_interprets_the_output(tmp_p
     assert iron["status"] == "ok" and iron["latency_s"] == pytest.approx(900e-6)
 
 
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """A cpu study with 3 configs exported and measured by the runner (not yet ingested)."""
+    folder = tmp_path_factory.mktemp("measured")
+    storage = str(folder / "r.db")
+    run_study(study_from_dict({
+        "name": "m", "target": "cpu", "workload": {"shape": "128x128x128", "dtype": "fp32-fp32"},
+        "space": {"free": ["pack_a"]}, "sampler": "exhaustive"}), storage)
+    configs, results = folder / "configs.json", folder / "results.json"
+    assert main(["export-configs", "m", "--top", "3", "--out", str(configs),
+                 "--storage", storage]) == 0
+    subprocess.run([sys.executable, str(RUNNER), str(configs), str(results)], check=True,
+                   capture_output=True)
+    return storage, json.loads(results.read_text())
+
+
+def _edit_first(data, **changes):
+    first = data["results"][0]
+    first.update({k: v for k, v in changes.items() if k not in ("params", "metrics")})
+    first["params"].update(changes.get("params", {}))
+    first["metrics"].update(changes.get("metrics", {}))
+    first["metrics"] = {k: v for k, v in first["metrics"].items() if v is not None}
+    return data
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: _edit_first(d, params={"mc": "abc"}), "results[0]: parameter mc: 'abc' is not"),
+    (lambda d: _edit_first(d, params={"mc": 10**23}), "and <= 2147483647"),
+    (lambda d: _edit_first(d, params={"bogus": 1}), "unknown parameter 'bogus'"),
+    (lambda d: _edit_first(d, workload={**d["results"][0]["workload"], "M": 512}),
+     "workload 512x128x128 fp32-fp32 (B col) is not one of the study's (128x128x128"),
+    (lambda d: _edit_first(d, id="elsewhere"), "its id 'elsewhere' is not the one"),
+    (lambda d: _edit_first(d, status="weird"), "unknown status 'weird'"),
+    (lambda d: _edit_first(d, metrics={"tops": "fast"}), "metric 'tops' must be a finite"),
+    (lambda d: _edit_first(d, metrics={"latency_s": -1.0}), "metric 'latency_s' must be a"),
+    (lambda d: _edit_first(d, metrics={"latency_s": None, "tops": None}),
+     "an ok result needs metric 'latency_s' or 'tops'"),
+    (lambda d: {**d, "results": [*d["results"], {**d["results"][0], "metrics": {"tops": 9.0}}]},
+     "results[3] measures the same config as "),
+    (lambda d: {**d, "results": None}, "key 'results' must be a list"),
+    (lambda d: {**d, "evaluator": {"name": "triton"}},
+     "evaluator 'triton' measures triton_gemm configs, not cpu_gemm ones"),
+    (lambda d: {**d, "evaluator": {**d["evaluator"], "version": "0"}},
+     "measured by cpu version 0"),
+])
+def test_ingest_refuses_a_bad_record_and_stores_nothing(measured, tmp_path, capsys, edit,
+                                                        message):
+    storage, data = measured
+    before = load_trials(storage, "m")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(edit(json.loads(json.dumps(data)))))
+    assert main(["ingest", str(bad), "--storage", storage]) == 2
+    assert message in capsys.readouterr().err
+    assert load_trials(storage, "m").equals(before)
+
+
+def test_ingest_skips_an_exact_repeat(measured, tmp_path, capsys):
+    storage, data = measured
+    twice = tmp_path / "twice.json"
+    twice.write_text(json.dumps({**data, "results": [*data["results"], data["results"][0]]}))
+    assert main(["ingest", str(twice), "--storage", storage]) == 0
+    assert "4 results: 3 new evaluations, 3 new trials" in capsys.readouterr().out
+
+
 def test_bad_results_file(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "something-else"}))
@@ -137,3 +201,35 @@ def test_runner_cut_short_keeps_what_finished(tmp_path):
         runner.wait()
     kept = json.loads(results.read_text())["results"]
     assert [(r["id"], r["status"]) for r in kept] == [("a-0.0", "ok")]
+
+
+def test_runner_time_limit_leaves_out_what_it_had_no_time_for(tmp_path):
+    """No call starts after the limit, and a python job stops measuring at the deadline it is
+    given: the results hold a prefix of the configs, the rest to be exported again."""
+    source = ("import os, time\n"
+              "def measure(values):\n"
+              "    deadline = float(os.environ.get('DSE_RUNNER_DEADLINE', 'inf'))\n"
+              "    out = []\n"
+              "    for v in values:\n"
+              "        if time.time() >= deadline:\n"
+              "            out.append({'status': 'skipped'})\n"
+              "            continue\n"
+              "        time.sleep(v)\n"
+              "        out.append({'status': 'ok', 'metrics': {'latency_s': v}})\n"
+              "    return out\n")
+    items = [("a", 1.5), ("a", 1.51), ("a", 1.52), ("b", 0.0)]
+    configs = [{"id": f"{w}-{v}", "workload": {"shape": w}, "params": {},
+                "job": {"kind": "python", "source": source, "entry": "measure",
+                        "batch": "values", "args": {"values": [v]}}} for w, v in items]
+    path, results = tmp_path / "configs.json", tmp_path / "results.json"
+    path.write_text(json.dumps({"format": "dse-configs/1", "study": "s", "target": "cpu",
+                                "evaluator": {"name": "x"}, "configs": configs}))
+    done = subprocess.run([sys.executable, str(RUNNER), str(path), str(results),
+                           "--time-limit", "2"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    kept = [r["id"] for r in json.loads(results.read_text())["results"]]
+    assert len(kept) <= 2 and kept == ["a-1.5", "a-1.51"][:len(kept)]
+    assert f"{4 - len(kept)} of 4 configs not measured" in done.stderr
+    bad = subprocess.run([sys.executable, str(RUNNER), str(path), str(results), "--time-limit",
+                          "soon"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--time-limit" in bad.stderr

@@ -45,6 +45,17 @@ def test_budget_resume_and_extension(storage_url):
     assert summary_study.n_trials == 45
 
 
+def test_a_resumed_random_study_does_not_repeat_its_first_trials(tmp_path):
+    storage = str(tmp_path / "r.db")
+    spec = make_spec(sampler="random", budget={"trials": 20})
+    run_study(spec, storage)
+    more = run_study(spec.with_overrides(trials=40), storage)
+    frame = load_trials(storage, "t")
+    configs = [tuple(row) for row in frame[["m_ct", "k_ct", "n_ct", "k_mt"]].itertuples(
+        index=False)]
+    assert configs[20:] != configs[:20] and more.workloads[0].evaluated > 10
+
+
 def test_same_configs_are_served_from_the_store(storage_url):
     fixed = {"fix": {"m_ct": 128, "n_ct": 128, "k_ct": 64}}
     first = run_study(make_spec("a", sampler="exhaustive", space=fixed, budget={}), storage_url)

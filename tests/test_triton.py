@@ -96,12 +96,14 @@ def test_model_swizzle_and_stages():
 
 
 def test_search_and_evaluate_follow_the_cli_contract(capsys):
-    args = ["evaluate", "--target", "h200", "--dtype", "bf16-bf16", "--shape",
-            "4096x4096x4096", *[f"--param={k}={v}" for k, v in GOOD.items()], "--json"]
-    assert main(args) == 0
+    def args(**params):
+        return ["evaluate", "--target", "h200", "--dtype", "bf16-bf16", "--shape",
+                "4096x4096x4096", *[f"--param={k}={v}" for k, v in params.items()], "--json"]
+
+    assert main(args(**GOOD)) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["status"] == "ok" and 100 < data["metrics"]["tops"] < 989.4
-    assert main([*args[:-1], "--param=BLOCK_M=96", "--json"]) == 1
+    assert main(args(**{**GOOD, "BLOCK_M": 96})) == 1
     assert "powers of two only" in json.loads(capsys.readouterr().out)["reason"]
     assert main(["search", "--target", "h200", "--dtype", "bf16-bf16", "--shape",
                  "64x4096x4096", "--top", "3", "--json"]) == 0
@@ -224,6 +226,10 @@ def test_offline_runner_round_trip(tmp_path):
     assert job["kind"] == "python" and job["entry"] == "offline_run"
     assert "import dse" not in job["source"] and "@triton.jit" in job["source"]
     results = tmp_path / "results.json"
+    # past the runner's deadline the kernel measures nothing: no result, to be exported again
+    late = _run_offline_jobs(configs, results, DSE_RUNNER_DEADLINE="0")
+    assert json.loads(results.read_text())["results"] == []
+    assert "2 of 2 configs not measured" in late
     _run_offline_jobs(configs, results)
     data = json.loads(results.read_text())
     assert [r["status"] for r in data["results"]] == ["ok", "ok"]
@@ -235,12 +241,12 @@ def test_offline_runner_round_trip(tmp_path):
     assert np.isfinite(measured["tops"]).all()
 
 
-def _run_offline_jobs(configs, results):
+def _run_offline_jobs(configs, results, **env):
     """The offline runner on an exported file, the kernel under Triton's interpreter."""
     runner = os.path.join(os.path.dirname(__file__), "..", "dse", "offline", "runner.py")
     done = subprocess.run([sys.executable, runner, str(configs), str(results)],
-                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
-                          text=True, timeout=600)
+                          env={**os.environ, "TRITON_INTERPRET": "1", **env},
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return done.stderr
 

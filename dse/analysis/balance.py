@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from dse.errors import UsageError
 from dse.paper_strategy import paper_strategy
 from dse.problem import build_context, build_evaluator
 from dse.search import exhaustive
@@ -85,15 +86,20 @@ def balance_report(storage: str | None, study: str, workload: str | None = None,
                    top: int = 10) -> list[dict[str, Any]]:
     """``dse balance``: one report per workload of ``study`` (only ``workload``, given as ``MxKxN``
     or ``MxKxN dtype``, when set), as the module docstring lists; ``top`` model configs each."""
-    store = ResultStore(storage)
+    store = ResultStore(storage, existing=True)
     frame = load_trials(store, study)
     with store.session() as s:
         target_name = store.require_study(s, study).spec["target"]
     model = build_evaluator("analytical")
     reports = []
-    for (shape, dtype, layout), group in frame.groupby(["shape", "dtype", "b_layout"]):
-        if workload and workload not in (shape, f"{shape} {dtype}"):
-            continue
+    groups = frame.groupby(["shape", "dtype", "b_layout"])
+    chosen = [key for key in groups.groups if not workload or workload in (key[0],
+                                                                            " ".join(key[:2]))]
+    if workload and not chosen:
+        listed = ", ".join(" ".join(key[:2]) for key in groups.groups)
+        raise UsageError(f"--workload {workload!r} is not one of study {study!r}'s: {listed}")
+    for shape, dtype, layout in chosen:
+        group = groups.get_group((shape, dtype, layout))
         group.attrs = frame.attrs
         ctx = build_context(target_name, dtype, shape, layout)
         report: dict[str, Any] = {"workload": f"{shape} {dtype} (B {layout})",

@@ -46,7 +46,7 @@ def _workload_section(group: pd.DataFrame, params: list[str], objectives: list[t
 
 def write_report(storage: str | None, study: str, out: str | Path) -> Path:
     """Write the HTML report of ``study`` to ``out`` and return its path."""
-    store = ResultStore(storage)
+    store = ResultStore(storage, existing=True)
     frame = load_trials(store, study)
     with store.session() as s:
         target_name = store.require_study(s, study).spec["target"]

@@ -2,7 +2,7 @@
 """Measure exported dse configurations on this machine; needs only Python (and NumPy for CPU jobs,
 PyTorch and Triton for GPU jobs).
 
-    python3 runner.py configs.json results.json
+    python3 runner.py configs.json results.json [--time-limit SECONDS]
 
 Copy this one file next to ``configs.json`` (written by ``dse export-configs``), run it, and
 bring ``results.json`` back for ``dse ingest``. Jobs of kind ``cpu`` run the blocked GEMM here
@@ -11,6 +11,9 @@ their output for dse to interpret; jobs of kind ``python`` carry the source of a
 module (the Triton GEMM) and call its entry point in a child process, neighbouring ones of a
 workload that differ only in their ``batch`` argument in one call. The results file is rewritten
 after every call, so a run cut short keeps what finished (ingest it, and export what is left).
+With ``--time-limit``, no call starts after that many seconds, and a python job stops measuring
+(it sees the deadline in ``DSE_RUNNER_DEADLINE``, seconds since the epoch): the configs not
+measured are left out of the results, to be exported again after ingest.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import time
 from typing import Any
 
 RESULTS_FORMAT = "dse-results/1"
+DEADLINE_VARIABLE = "DSE_RUNNER_DEADLINE"
+SKIPPED = "skipped"  # a python job's outcome for a config it had no time left to measure
 
 
 def blocked_gemm(a: Any, b: Any, mc: int, kc: int, nc: int, pack_a: bool, pack_b: bool) -> Any:
@@ -194,28 +199,51 @@ def _write(path: str, exported: dict[str, Any], results: list[dict[str, Any]]) -
     os.replace(path + ".part", path)
 
 
+def _arguments(argv: list[str]) -> tuple[str, str, float | None] | None:
+    """(configs file, results file, time limit in seconds or None), or None when malformed."""
+    limit = None
+    if len(argv) == 4 and argv[2] == "--time-limit":
+        try:
+            limit = float(argv[3])
+        except ValueError:
+            return None
+        argv = argv[:2]
+    return (argv[0], argv[1], limit) if len(argv) == 2 and (limit is None or limit > 0) else None
+
+
 def main(argv: list[str]) -> int:
-    """``runner.py CONFIGS RESULTS``: measure every exported config, rewriting the results file
-    after each call; 2 (and the usage) on a wrong command line."""
-    if len(argv) != 2:
+    """``runner.py CONFIGS RESULTS [--time-limit S]``: measure every exported config (those
+    there is time for), rewriting the results file after each call; 2 (and the usage) on a
+    wrong command line."""
+    parsed = _arguments(argv)
+    if parsed is None:
         print(__doc__, file=sys.stderr)
         return 2
-    with open(argv[0]) as handle:
+    configs_path, results_path, limit = parsed
+    if limit is not None:
+        os.environ[DEADLINE_VARIABLE] = str(time.time() + limit)  # python jobs' children see it
+    with open(configs_path) as handle:
         exported = json.load(handle)
     configs, results = exported["configs"], []
     for group in calls(configs):
+        if limit is not None and time.time() >= float(os.environ[DEADLINE_VARIABLE]):
+            break
         print(f"[{group[0] + 1}-{group[-1] + 1}/{len(configs)}] "
               f"{configs[group[0]]['job']['kind']} ...", file=sys.stderr, flush=True)
         start = time.perf_counter()
         outcomes = perform(_merged([configs[i]["job"] for i in group]))
         each = (time.perf_counter() - start) / len(group)
         for index, outcome in zip(group, outcomes, strict=True):
+            if outcome.get("status") == SKIPPED:
+                continue
             item = configs[index]
             results.append({"id": item["id"], "workload": item["workload"],
                             "params": item["params"], "elapsed_s": each, **outcome})
-        _write(argv[1], exported, results)
-    if not configs:
-        _write(argv[1], exported, results)
+        _write(results_path, exported, results)
+    _write(results_path, exported, results)
+    if len(results) < len(configs):
+        print(f"time limit: {len(configs) - len(results)} of {len(configs)} configs not "
+              f"measured; ingest {results_path}, then export what is left", file=sys.stderr)
     return 0
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from dse.errors import UsageError
@@ -17,7 +18,9 @@ DEFAULT_STORAGE = "dse.db"
 
 def normalise_url(storage: str | None) -> str:
     """A SQLAlchemy URL for ``storage``: a URL as is, anything else as a SQLite file path."""
-    storage = storage or DEFAULT_STORAGE
+    storage = DEFAULT_STORAGE if storage is None else storage
+    if not storage.strip():
+        raise UsageError("storage is empty: give a SQLite file path or a database URL")
     if "://" not in storage:
         return f"sqlite:///{Path(storage).expanduser()}"
     if storage.startswith("postgresql://"):  # use the psycopg 3 driver dse installs
@@ -30,7 +33,8 @@ def normalise_url(storage: str | None) -> str:
 
 
 def make_engine(url: str) -> Engine:
-    """An engine with the settings each backend needs for several writers."""
+    """An engine with the settings each backend needs for several writers; a URL whose driver
+    is not installed is a :class:`UsageError`."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": 60})
 
@@ -44,4 +48,34 @@ def make_engine(url: str) -> Engine:
             cursor.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    return _engine(url, pool_pre_ping=True)
+
+
+def _engine(url: str | URL, **options: Any) -> Engine:
+    """``create_engine``; a URL whose driver is not installed is a :class:`UsageError`."""
+    try:
+        return create_engine(url, **options)
+    except (ImportError, NoSuchModuleError) as exc:
+        parsed = make_url(url)
+        raise UsageError(f"storage URL {parsed.render_as_string()!r}: no driver for "
+                         f"{parsed.drivername!r} here ({exc}); dse installs those of SQLite and "
+                         "PostgreSQL") from None
+
+
+def require_existing(storage: str | None) -> None:
+    """Refuse a SQLite path that does not exist, or a database without dse's tables: for a
+    command that only reads, that is a mistyped name, not a database to create tables in."""
+    url = make_url(normalise_url(storage))
+    if url.drivername.startswith("sqlite") and url.database and not Path(url.database).exists():
+        raise UsageError(f"--storage: no database at {url.database} (run a study first, or "
+                         "name the file or URL that holds your studies)")
+    engine = _engine(url)  # not make_engine: its pragmas would write to a foreign file
+    try:
+        tables = inspect(engine).get_table_names()
+    except SQLAlchemyError as exc:
+        raise UsageError(f"--storage: cannot read {url.render_as_string()}: {exc}") from None
+    finally:
+        engine.dispose()
+    if "dse_meta" not in tables:
+        raise UsageError(f"--storage: {url.render_as_string()} holds no dse results (no "
+                         "dse_meta table)")

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from dse.errors import DseError, UsageError
 from dse.storage import models as m
-from dse.storage.engine import make_engine, normalise_url
+from dse.storage.engine import make_engine, normalise_url, require_existing
 
 
 class StorageError(DseError):
@@ -47,12 +47,16 @@ class ResultStore:
     Args:
         storage: a SQLAlchemy URL (``postgresql://user@host/db``) or a SQLite file path;
             default ``./dse.db``.
+        existing: refuse (:class:`UsageError`) a SQLite file that does not exist or a database
+            without dse's tables, instead of creating them.
 
     Raises:
         StorageError: the database cannot be reached or was written by a newer schema.
     """
 
-    def __init__(self, storage: str | None = None) -> None:
+    def __init__(self, storage: str | None = None, existing: bool = False) -> None:
+        if existing:  # a command that only reads creates no database at a mistyped path
+            require_existing(storage)
         self.url = normalise_url(storage)
         self.engine = make_engine(self.url)
         try:

@@ -160,9 +160,14 @@ def _evaluate_once(runner: StudyRunner, ctx: EvalContext, workload_id: int,
         done = runner.store.trialled_keys(s, runner.study_id, workload_id, evaluator.name)
     keys = [config_key(ctx.space.name, c) for c in configs]
     fresh = [c for c, k in zip(configs, keys, strict=True) if k not in done]
-    results = dict(zip([config_key(ctx.space.name, c) for c in fresh],
-                       runner.evaluate_and_record(ctx, workload_id, fresh, summary, evaluator,
-                                                  pool) if fresh else [], strict=True))
+    # a slow rung goes in rounds, so progress shows and Ctrl-C keeps what finished; 8 a round
+    # at least, so an evaluator that compiles a round in parallel (triton) still can
+    size = len(fresh) if hasattr(evaluator, "score") else max(8, 2 * pool.workers)
+    measured: list[EvalResult] = []
+    for start in range(0, len(fresh), max(size, 1)):
+        measured += runner.evaluate_and_record(ctx, workload_id, fresh[start:start + size],
+                                               summary, evaluator, pool)
+    results = dict(zip([config_key(ctx.space.name, c) for c in fresh], measured, strict=True))
     old = [k for k in keys if k in done]
     results.update(runner.recorder.lookup(workload_id, old, evaluator))
     return [results[k] for k in keys]

@@ -21,7 +21,7 @@ def export_journal(storage: str | None, study: str, out: str | Path) -> int:
     path = Path(out)
     if path.exists():
         raise UsageError(f"{path} exists: a journal file is appended to, give a new path")
-    store = ResultStore(storage)
+    store = ResultStore(storage, existing=True)
     with store.session() as s:
         study_id = store.require_study(s, study).id
     logs = list(SqlJournalBackend(store, study_id).read_logs(0))

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from dse.errors import UsageError
 from dse.results import EvalResult, Status
 from evaluators.base import EvalContext
 from search_spaces.base import ConfigBatch, batch_len, batch_take
@@ -50,9 +51,12 @@ class RayPool:
         self._device = getattr(evaluator, "device", None)
         resources = {f"dse_device_{self._device}": 1} if self._device else None
         if self._started:
-            ray.init(address=address, num_cpus=None if address else workers,
-                     resources=None if address else resources,
-                     include_dashboard=False, log_to_driver=False, configure_logging=False)
+            try:
+                ray.init(address=address, num_cpus=None if address else workers,
+                         resources=None if address else resources,
+                         include_dashboard=False, log_to_driver=False, configure_logging=False)
+            except ConnectionError as exc:  # no cluster at the address
+                raise UsageError(f"--ray-address {address}: {exc}") from None
         self.workers = workers if address is None else int(ray.cluster_resources().get("CPU", 1))
         self._task = ray.remote(num_cpus=1, resources=resources)(_safe_evaluate)
         self._evaluator_ref: Any = None

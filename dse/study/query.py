@@ -36,8 +36,9 @@ def in_study_trials(query: Select[Any], study_id: int) -> Select[Any]:
 
 
 def storage_of(storage: ResultStore | str | None) -> ResultStore:
-    """``storage`` as a :class:`ResultStore` (a URL or SQLite path is opened)."""
-    return storage if isinstance(storage, ResultStore) else ResultStore(storage)
+    """``storage`` as a :class:`ResultStore` (a URL or SQLite path is opened, and must hold
+    dse's tables: queries create no database)."""
+    return storage if isinstance(storage, ResultStore) else ResultStore(storage, existing=True)
 
 
 def load_trials(storage: ResultStore | str | None, study: str) -> pd.DataFrame:

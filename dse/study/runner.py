@@ -41,7 +41,9 @@ from evaluators.base import EvalContext
 
 LEASE_S = 120.0
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-Progress = Callable[[str, int, int, float | None], None]
+# (workload, trials done, trials budgeted or 0, this batch's best objective value or None,
+#  the objective's direction: "maximize" or "minimize")
+Progress = Callable[[str, int, int, float | None, str], None]
 
 
 @dataclass
@@ -92,7 +94,7 @@ class StudyRunner:
         self.target = load_target(spec.target)
         self.evaluator = build_evaluator(spec.evaluator.name, spec.evaluator.options)
         self.owner = owner_id()
-        self.deadline = (time.monotonic() + spec.budget.time_s) if spec.budget.time_s else None
+        self.deadline: float | None = None  # set when the trials begin (see run)
         self.offline_path = offline
         self.offline_rung, self.offline = self._offline_rung(offline)
         if spec.sampler.name != "exhaustive":
@@ -114,11 +116,21 @@ class StudyRunner:
                 raise UsageError(f"study {spec.name!r} already exists in {store.safe_url} with a "
                                  f"different {', '.join(changed)}; give the study another name "
                                  "to run this definition (budget and workers may change)")
+            elif row.target_id != target_id:  # one study never mixes two sets of constants
+                raise UsageError(f"study {spec.name!r} already exists in {store.safe_url} with "
+                                 f"other constants for target {spec.target!r} (its file changed "
+                                 "since the study began, or a constant read from the machine "
+                                 "differs here); give the study another name to run with these")
             _void_dead_local_owner(row)
+            status_before = row.status
             store.acquire(s, row, self.owner, LEASE_S)
             study_id, next_number = row.id, store.next_trial_number(s, row.id)
         self.study_id = study_id
-        self.pool = make_pool(self.evaluator, spec.workers, ray_address)
+        try:
+            self.pool = make_pool(self.evaluator, spec.workers, ray_address)
+        except BaseException:  # no Ray cluster at the address, Ctrl-C: the study is not running
+            store.release(spec.name, self.owner, status_before)
+            raise
         # A vectorised model is asked one trial at a time (the sampler learns from every result);
         # slower evaluators get enough trials per round to keep every worker busy.
         self.batch_size = spec.batch_size or (1 if hasattr(self.evaluator, "score")
@@ -163,7 +175,11 @@ class StudyRunner:
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> RunSummary:
+        """Run every workload until its budget is spent, the time budget is up or Ctrl-C."""
         start = time.monotonic()
+        # the time budget counts from the first trial: starting Ray is not the study's time
+        time_s = self.spec.budget.time_s
+        self.deadline = start + time_s if time_s else None
         summaries: list[WorkloadSummary] = []
         status = "finished"
         try:
@@ -209,7 +225,7 @@ class StudyRunner:
             storage=DseJournalStorage(self.journal), load_if_exists=True,
             study_name=f"{workload.shape} {workload.dtype.name} B {workload.b_layout}",
             directions=[o.direction for o in self.spec.objectives],
-            sampler=make_sampler(self.spec, self.batch_size))
+            sampler=make_sampler(self.spec, self.batch_size, done))
         # A trial asked but never told (the run stopped in between) would stay RUNNING forever.
         for stale in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             study.tell(stale.number, state=TrialState.FAIL)
@@ -249,10 +265,12 @@ class StudyRunner:
         summary.infeasible += sum(r.status is Status.INFEASIBLE for r in results)
         summary.failed += sum(r.status in (Status.FAILED, Status.TIMEOUT) for r in results)
         if self.progress is not None:
-            metric = self.spec.objectives[0].metric
-            best = max((float(r.metrics[metric]) for r in results if r.ok), default=None)
+            objective = self.spec.objectives[0]
+            pick = max if objective.direction == "maximize" else min
+            best = pick((float(r.metrics[objective.metric]) for r in results
+                         if r.ok and objective.metric in r.metrics), default=None)
             self.progress(summary.workload.shape, summary.trials,
-                          self.spec.budget.trials or 0, best)
+                          self.spec.budget.trials or 0, best, objective.direction)
         return results
 
     def _evaluate_new(self, ctx: EvalContext, configs: list[dict[str, Any]], evaluator: Any,

@@ -7,7 +7,7 @@ allowed. Everything past :func:`load_study` works on :class:`StudySpec` only.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -179,13 +179,29 @@ class _Reader:
 _MISSING = object()
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML keeps the last one,
+    so a study file's earlier setting would be dropped without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, Hashable):
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} is given twice", key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def load_study(path: str | Path) -> StudySpec:
     """Read and validate a study file."""
     path = Path(path)
     if not path.is_file():
         raise StudyFileError(f"study file {str(path)!r} does not exist")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=_StrictLoader)  # a SafeLoader
     except yaml.YAMLError as exc:
         raise StudyFileError(f"{path}: not valid YAML: {exc}") from None
     return study_from_dict(raw, str(path))
@@ -322,6 +338,8 @@ def _workloads(r: _Reader, data: dict[str, Any], target: Target) -> tuple[Worklo
             w = kind.parse(r.text(item.get("shape", _MISSING), f"{key}.shape"),
                            r.text(item.get("dtype", _MISSING), f"{key}.dtype"),
                            item.get("b_layout"))
+        except StudyFileError:
+            raise  # already names the file and key
         except UsageError as exc:
             raise StudyFileError(f"{r.source}: key '{key}': {exc}") from None
         if w.dtype.name not in target.dtypes:

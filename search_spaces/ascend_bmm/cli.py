@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from dse.cli_args import positive_int
 from dse.errors import UsageError
 from dse.formatting import key_values, table
 from dse.target import load_target
@@ -126,8 +127,8 @@ def add_commands(sub: Any) -> None:
     cl.set_defaults(func=cmd_classify)
     sw = commands.add_parser("sweep", help="classify the design's coverage grid")
     sw.add_argument("--target", default=TARGET)
-    sw.add_argument("--max-batch", type=int, default=2048)
-    sw.add_argument("--batch-step", type=int, default=1, help="every Nth batch (1: all)")
-    sw.add_argument("--points", type=int, default=60, help="log-spaced samples of M, N, K")
+    sw.add_argument("--max-batch", type=positive_int, default=2048)
+    sw.add_argument("--batch-step", type=positive_int, default=1, help="every Nth batch (1: all)")
+    sw.add_argument("--points", type=positive_int, default=60, help="log-spaced samples of M, N, K")
     sw.add_argument("--json", action="store_true")
     sw.set_defaults(func=cmd_sweep)

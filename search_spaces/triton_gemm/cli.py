@@ -17,6 +17,7 @@ import os
 import sys
 from typing import Any
 
+from dse.cli_args import positive_int
 from dse.errors import UsageError, read_json
 from dse.formatting import table
 from dse.problem import build_context
@@ -123,9 +124,9 @@ def add_commands(sub: Any) -> None:
                              "registers, spills")
     co.add_argument("configs", metavar="CONFIGS.json",
                     help="written by dse run --offline or dse export-configs --evaluator triton")
-    co.add_argument("--arch", type=int, help="compute capability, e.g. 90 (default: the "
+    co.add_argument("--arch", type=positive_int, help="compute capability, e.g. 90 (default: the "
                     "target's)")
-    co.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+    co.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
                     help="compiles at a time")
     co.add_argument("--json", action="store_true")
     co.set_defaults(func=cmd_compile)

@@ -241,7 +241,21 @@ CONSTRAINTS: tuple[Constraint, ...] = (
 # Rules that depend only on how the array is used, not on tile sizes.
 ARRAY_RULES = ("array_shape", "memtile_channels")
 
+def _no_padding(c: CheckContext) -> np.ndarray:
+    g, w = c.geo, c.workload
+    return (g.M == w.M) & (g.K == w.K) & (g.N == w.N)
+
+
+def _no_padding_why(c: CheckContext, i: int) -> str:
+    g, w = c.geo, c.workload
+    return (f"the tiles do not divide {w.shape}: it would run padded to "
+            f"{int(g.M[i])}x{int(g.K[i])}x{int(g.N[i])}")
+
+
 OPTIONAL_CONSTRAINTS: dict[str, Constraint] = {
     "dma_bound": Constraint("dma_bound", "a kernel call is not slower to feed than to compute "
                             "(eq. 4)", _dma_bound, _dma_bound_why),
+    # the stock IRON whole-array design runs only unpadded shapes
+    "no_padding": Constraint("no_padding", "the tiles divide the GEMM (nothing padded)",
+                             _no_padding, _no_padding_why),
 }

@@ -1,0 +1,42 @@
+"""Argument types shared by the command-line parsers: argparse names the option when one fails."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from dse.errors import UsageError
+
+
+def positive_int(text: str) -> int:
+    """A count that must be at least 1 (trials, workers, configs to list, samples)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def backend_options(items: Sequence[str] | None) -> dict[str, Any]:
+    """``--option KEY=VALUE`` items as an evaluator's options; a value is read as JSON when it
+    is (numbers, true/false), else kept as text (paths, names)."""
+    options: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--option expects KEY=VALUE, got {item!r}")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return options
+
+
+def add_backend_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--option KEY=VALUE`` (repeatable) to ``parser``."""
+    parser.add_argument("--option", action="append", metavar="KEY=VALUE",
+                        help="evaluator option, e.g. mlir_aie_dir=/opt/mlir-aie flow=jit")

@@ -1,0 +1,124 @@
+"""Bad input on the command line: a clear message, exit status 2, nothing stored changed."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+import pytest
+
+from dse.cli import main
+from dse.study.query import load_trials
+from dse.study_cli import _Progress, _run_command
+from dse.target import TARGETS_DIR
+
+STUDY = """
+name: small
+target: {target}
+workload: {{shape: 1024x1024x1024, dtype: int8-int8}}
+sampler: random
+budget: {{trials: 6}}
+"""
+
+
+@pytest.fixture
+def study(tmp_path, capsys):
+    """A finished 6-trial study in a fresh SQLite file: (study file, storage)."""
+    path = tmp_path / "small.yaml"
+    path.write_text(textwrap.dedent(STUDY.format(target="xdna2")))
+    storage = str(tmp_path / "r.db")
+    assert main(["run", str(path), "--storage", storage]) == 0
+    capsys.readouterr()
+    return path, storage
+
+
+def _refused(capsys, argv: list[str], message: str) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["studies", "--storage", ""], "storage is empty"),
+    (["studies", "--storage", "mysql://me@127.0.0.1/test"], "no driver for 'mysql'"),
+    (["studies", "--storage", "foo://bar"], "no driver for 'foo'"),
+    (["run", "x.yaml", "--trials", "0"], "argument --trials: must be at least 1, got 0"),
+    (["run", "x.yaml", "--workers", "-1"], "argument --workers: must be at least 1, got -1"),
+    (["search", "--target", "xdna2", "--dtype", "int8-int8", "--shape", "64x64x64",
+      "--k-mt", "-5"], "argument --k-mt: must be at least 1"),
+    (["ascend", "sweep", "--points", "0"], "argument --points: must be at least 1"),
+    (["dashboard", "--port", "99999"], "--port must be 0 (any free port) to 65535"),
+])
+def test_bad_options_exit_2(capsys, argv, message):
+    _refused(capsys, argv, message)
+
+
+def test_queries_create_no_database_at_a_mistyped_path(tmp_path, capsys):
+    typo = tmp_path / "typo.db"
+    for command in (["studies"], ["best", "small"], ["trials", "small"],
+                    ["report", "small", "--out", str(tmp_path / "r.html")]):
+        _refused(capsys, [*command, "--storage", str(typo)], f"no database at {typo}")
+    assert not typo.exists()
+    foreign = tmp_path / "other.db"
+    foreign.write_bytes(b"")
+    _refused(capsys, ["studies", "--storage", str(foreign)], "holds no dse results")
+    assert foreign.read_bytes() == b""
+
+
+def test_paths_that_cannot_be_written_exit_2(study, tmp_path, capsys):
+    _, storage = study
+    missing = tmp_path / "no" / "such" / "dir"
+    _refused(capsys, ["trials", "small", "--storage", storage, "--format", "csv", "--out",
+                      str(missing / "t.csv")], "No such file or directory")
+    _refused(capsys, ["report", "small", "--storage", storage, "--out", str(tmp_path)],
+             "Is a directory")
+
+
+def test_a_study_file_with_a_repeated_key_is_refused(tmp_path, capsys):
+    path = tmp_path / "twice.yaml"
+    path.write_text(textwrap.dedent(STUDY.format(target="xdna2")) + "name: other\n")
+    _refused(capsys, ["run", str(path), "--storage", str(tmp_path / "r.db")],
+             "key 'name' is given twice")
+
+
+def test_an_edited_target_file_does_not_join_the_study_it_began(tmp_path, capsys):
+    target = tmp_path / "mine.toml"
+    target.write_text((TARGETS_DIR / "xdna2.toml").read_text())
+    path = tmp_path / "mine.yaml"
+    path.write_text(textwrap.dedent(STUDY.format(target="mine.toml")))
+    storage = str(tmp_path / "r.db")
+    assert main(["run", str(path), "--storage", storage]) == 0
+    before = load_trials(storage, "small")
+    target.write_text(target.read_text().replace("clock_hz = 1.8e9", "clock_hz = 2.0e9"))
+    _refused(capsys, ["run", str(path), "--storage", storage, "--trials", "12"],
+             "with other constants for target")
+    assert load_trials(storage, "small").equals(before)
+
+
+def test_export_for_an_evaluator_of_another_target_exits_2(study, tmp_path, capsys):
+    _, storage = study
+    _refused(capsys, ["export-configs", "small", "--storage", storage, "--out",
+                      str(tmp_path / "c.json")],  # cpu, the default, measures cpu configs
+             "evaluator 'cpu' measures cpu_gemm configs, not xdna_gemm ones")
+
+
+def test_search_with_nothing_feasible_says_so(capsys):
+    assert main(["search", "--target", "xdna2", "--dtype", "int8-int8", "--shape",
+                 "1024x1024x1024", "--fix", "m_ct=33"]) == 1
+    assert "no configuration is feasible" in capsys.readouterr().out
+
+
+def test_resume_hint_repeats_the_options_given():
+    args = argparse.Namespace(study="my study.yaml", storage="postgresql://me@db/x", trials=40,
+                              workers=None, ray_address=None, offline=None)
+    assert _run_command(args) == ("dse run 'my study.yaml' --storage postgresql://me@db/x "
+                                  "--trials 40")
+
+
+def test_progress_keeps_the_best_in_the_objective_direction():
+    progress = _Progress()
+    for value in (0.5, 0.2, 0.9):
+        progress("w", 1, 3, value, "minimize")
+    for value in (0.5, 0.2, 0.9):
+        progress("v", 1, 3, value, "maximize")
+    progress.close()
+    assert progress._best == {"w": 0.2, "v": 0.9}
