@@ -333,9 +333,11 @@ def cmd_balance(args: argparse.Namespace) -> int:
             s = r["single_core_best"]
             print(f"best single-core kernel {s['config']}: {s['bound']}-bound here "
                   f"(t_mem/t_comp = {s['memory_over_compute']:.2f})")
-            print(f"paper's procedure ends at {r['paper_balanced']}; its steps:")
-            print(table(r["paper_path"], ("step", "config", "t_comp_s", "t_mem_s", "bound",
-                                          "tops")))
+            print(f"paper's procedure ends at {r['paper_balanced']}; its steps (each kernel "
+                  "at the multiple of its native size nearest the workload, as the paper "
+                  "measured):")
+            print(table(r["paper_path"], ("step", "config", "shape", "t_comp_s", "t_mem_s",
+                                          "bound", "tops")))
         print("model's best (exhaustive over the space's enumerated configs):")
         print(table(r["model_best"], ("rank", "config", "tops", "bound", "margin")))
         if r.get("what_if"):

@@ -119,8 +119,9 @@ def balance_report(storage: str | None, study: str, workload: str | None = None,
         if ctx.space.name == "xdna_gemm":
             walk = paper_strategy(model, ctx)
             report["paper_path"] = [
-                {"step": st["step"], "config": _kernel(st), "tops": st["tops"],
-                 "t_comp_s": st["t_comp_s"], "t_mem_s": st["t_mem_s"], "bound": st["bound"]}
+                {"step": st["step"], "config": _kernel(st), "shape": st["shape"],
+                 "tops": st["tops"], "t_comp_s": st["t_comp_s"], "t_mem_s": st["t_mem_s"],
+                 "bound": st["bound"]}
                 for st in walk.steps]
             start = walk.steps[0]
             report["single_core_best"] = {
