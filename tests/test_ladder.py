@@ -62,10 +62,13 @@ def test_model_to_simulator_ladder(tmp_path):
         "ladder": [{"evaluator": "analytical", "keep": 12},
                    {"evaluator": "simulator", "keep": 4},
                    {"evaluator": "synthetic", "options": {"work_s": 0.0}}]})
-    run_study(spec, storage)
+    shown: list[int] = []
+    run_study(spec, storage, progress=lambda workload, done, *_: shown.append(done))
     frame = load_trials(storage, "xladder")
     assert frame.groupby("evaluator").size().to_dict() == {
         "analytical": 12, "simulator": 12, "synthetic": 4}
+    # the analytical rung at once; the 12 simulations in rounds of 8, so progress shows
+    assert shown == [12, 20, 24, 28]
     report = fidelity_report(storage, "xladder")
     assert [(r["cheaper"], r["dearer"], r["n"]) for r in report] == [
         ("analytical", "simulator", 12), ("simulator", "synthetic", 4)]
