@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dse.cli_args import add_backend_options, backend_options, positive_int
+from dse.cli_args import add_backend_options, backend_options, name_values, positive_int
 from dse.errors import DseError, UsageError, read_json
 from dse.formatting import key_values, table
 from dse.paper_strategy import paper_strategy
@@ -28,18 +28,6 @@ SUMMARY_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "bound", "balance
                    "macs_per_cycle", "l1_bytes", "l2_bytes", "dram_bytes")
 TILE_COLUMNS = ("m_ct", "k_ct", "n_ct", "k_mt")
 PAPER_PATIENCE = 3
-
-
-def _pairs(items: Sequence[str] | None, option: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items or ():
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise UsageError(f"{option} expects NAME=VALUE, got {item!r}")
-        if name.strip() in out:
-            raise UsageError(f"{option} {name.strip()} is given twice")
-        out[name.strip()] = value.strip()
-    return out
 
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
@@ -84,7 +72,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     evaluator = build_evaluator(args.evaluator, backend_options(args.option))
     if args.configs and args.param:
         raise UsageError("give either --param or --configs, not both")
-    given = _load_configs(args.configs) if args.configs else [_pairs(args.param, "--param")]
+    given = _load_configs(args.configs) if args.configs else [name_values(args.param, "--param")]
     resolved = []
     for index, config in enumerate(given):
         try:
@@ -168,7 +156,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     prints the best configurations (or JSON), 1 when none is feasible."""
     ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
     evaluator = build_evaluator(args.evaluator)
-    fix = _pairs(args.fix, "--fix")
+    fix = name_values(args.fix, "--fix")
     if args.strategy == "paper":
         if args.free:
             raise UsageError("--free applies to --strategy exhaustive only")
@@ -303,7 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
         # a path the user gave (--out, --configs, a results file) that cannot be used as one
-        print(f"dse: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        where = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+        print(f"dse: error: {where}", file=sys.stderr)
         return 2
 
 

@@ -21,18 +21,29 @@ def positive_int(text: str) -> int:
     return value
 
 
+def name_values(items: Sequence[str] | None, option: str) -> dict[str, str]:
+    """Repeated ``option NAME=VALUE`` items as a dict; a name given twice is refused (the
+    first value would be dropped without a word)."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"{option} expects NAME=VALUE, got {item!r}")
+        if name.strip() in out:
+            raise UsageError(f"{option} {name.strip()} is given twice")
+        out[name.strip()] = value.strip()
+    return out
+
+
 def backend_options(items: Sequence[str] | None) -> dict[str, Any]:
     """``--option KEY=VALUE`` items as an evaluator's options; a value is read as JSON when it
     is (numbers, true/false), else kept as text (paths, names)."""
     options: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--option expects KEY=VALUE, got {item!r}")
+    for key, value in name_values(items, "--option").items():
         try:
-            options[key.strip()] = json.loads(value)
+            options[key] = json.loads(value)
         except json.JSONDecodeError:
-            options[key.strip()] = value
+            options[key] = value
     return options
 
 

@@ -70,9 +70,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary = run_study(spec, args.storage, args.ray_address, progress, args.offline)
     finally:
         progress.close()
-    _print_summary(summary, args.storage or spec.storage)
+    storage = args.storage if args.storage is not None else spec.storage
+    _print_summary(summary, storage)
     if args.offline is not None:
-        _print_offline(summary, args, args.storage or spec.storage)
+        _print_offline(summary, args, storage)
     if summary.status == "interrupted":
         print(f"interrupted: what finished is stored; run `{_run_command(args)}` again to "
               "resume", file=sys.stderr)

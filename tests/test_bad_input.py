@@ -122,3 +122,36 @@ def test_progress_keeps_the_best_in_the_objective_direction():
         progress("v", 1, 3, value, "maximize")
     progress.close()
     assert progress._best == {"w": 0.2, "v": 0.9}
+
+
+def test_an_empty_storage_is_refused_by_run_too(study, capsys):
+    path, _ = study
+    _refused(capsys, ["run", str(path), "--storage", ""], "storage is empty")
+
+
+def test_read_only_sqlite_uri_is_a_database(study, capsys):
+    _, storage = study
+    assert main(["studies", "--storage", f"sqlite:///file:{storage}?mode=ro&uri=true"]) == 0
+    assert "small" in capsys.readouterr().out
+
+
+def test_an_option_given_twice_is_refused(capsys):
+    _refused(capsys, ["evaluate", "--target", "xdna2", "--dtype", "int8-int8", "--shape",
+                      "1024x1024x1024", "--param", "m_ct=64", "--param", "k_ct=64", "--param",
+                      "n_ct=64", "--param", "k_mt=64", "--option", "a=1", "--option", "a=2"],
+             "--option a is given twice")
+
+
+def test_a_study_file_may_merge_yaml_anchors(tmp_path, capsys):
+    path = tmp_path / "anchors.yaml"
+    path.write_text(textwrap.dedent("""
+        name: anchors
+        target: xdna2
+        workloads:
+          - &first {shape: 1024x1024x1024, dtype: int8-int8}
+          - {<<: *first, dtype: int8-int16}
+        budget: {trials: 2}
+        """))
+    storage = str(tmp_path / "r.db")
+    assert main(["run", str(path), "--storage", storage]) == 0
+    assert set(load_trials(storage, "anchors")["dtype"]) == {"int8-int8", "int8-int16"}

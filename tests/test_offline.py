@@ -233,3 +233,27 @@ def test_runner_time_limit_leaves_out_what_it_had_no_time_for(tmp_path):
     bad = subprocess.run([sys.executable, str(RUNNER), str(path), str(results), "--time-limit",
                           "soon"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--time-limit" in bad.stderr
+
+
+def test_ingest_keeps_the_study_constants_when_the_target_file_changed(tmp_path, capsys):
+    from sqlalchemy import select
+
+    from dse.storage import ResultStore
+    from dse.storage import models as m
+    from dse.target import TARGETS_DIR
+
+    target = tmp_path / "mycpu.toml"
+    target.write_text((TARGETS_DIR / "cpu.toml").read_text())
+    storage = str(tmp_path / "r.db")
+    run_study(study_from_dict({
+        "name": "mine", "target": str(target), "sampler": "exhaustive",
+        "workload": {"shape": "128x128x128", "dtype": "fp32-fp32"}}), storage)
+    configs, results = tmp_path / "configs.json", tmp_path / "results.json"
+    assert main(["export-configs", "mine", "--top", "2", "--out", str(configs),
+                 "--storage", storage]) == 0
+    subprocess.run([sys.executable, str(RUNNER), str(configs), str(results)], check=True,
+                   capture_output=True)
+    target.write_text(target.read_text().replace("call_s = 5.0e-6", "call_s = 9.0e-6"))
+    assert main(["ingest", str(results), "--storage", storage]) == 0
+    with ResultStore(storage).session() as s:
+        assert len(s.scalars(select(m.EvaluationRow.target_id).distinct()).all()) == 1

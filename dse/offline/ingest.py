@@ -22,7 +22,6 @@ from dse.problem import build_context, build_evaluator
 from dse.results import EvalResult, Status
 from dse.storage import ResultStore, canonical_key
 from dse.storage.store import config_key, now
-from dse.target import load_target
 from dse.workload import workload_from_dict
 
 STATUSES = (*(s.value for s in Status), "raw")
@@ -31,9 +30,8 @@ POSITIVE_METRICS = ("tops", "latency_s")  # what ranking and calibration read
 
 @dataclass
 class _Record:
-    """One checked record: where it is in the file, its context and its result."""
+    """One checked record: its context and its result."""
 
-    where: str
     ctx: Any
     result: EvalResult
 
@@ -92,7 +90,7 @@ class _Checker:
         result = self._result(entry, params, where)
         if result.ok and "tops" not in result.metrics and "latency_s" in result.metrics:
             result.metrics["tops"] = 2.0 * ctx.workload.macs / result.metrics["latency_s"] / 1e12
-        return _Record(where, ctx, result)
+        return _Record(ctx, result)
 
     def _context(self, workload: Any) -> Any:
         key = canonical_key(workload.to_dict())
@@ -181,12 +179,11 @@ def ingest(storage: str | None, path: str | Path) -> dict[str, int]:
     _check_file(path, data)
     store = ResultStore(storage, existing=True)
     study, evaluator, records = _checked(path, data, store)
-    target = load_target(study.spec["target"])
     added = {"evaluations": 0, "trials": 0, "results": len(data["results"])}
     provenance = data.get("provenance") if isinstance(data.get("provenance"), dict) else {}
     host = str(provenance.get("host", "offline"))
     with store.session() as s:
-        target_id = store.target_id(s, target.digest(), target.name, target.to_dict())
+        target_id = study.target_id  # the study's constants, even if its file changed since
         for record in records:
             ctx, result = record.ctx, record.result
             workload_id = store.workload_id(s, {**ctx.workload.to_dict(),

@@ -66,7 +66,9 @@ def require_existing(storage: str | None) -> None:
     """Refuse a SQLite path that does not exist, or a database without dse's tables: for a
     command that only reads, that is a mistyped name, not a database to create tables in."""
     url = make_url(normalise_url(storage))
-    if url.drivername.startswith("sqlite") and url.database and not Path(url.database).exists():
+    uri = url.query.get("uri") or (url.database or "").startswith("file:")  # e.g. mode=ro
+    if url.drivername.startswith("sqlite") and url.database and not uri \
+            and not Path(url.database).exists():
         raise UsageError(f"--storage: no database at {url.database} (run a study first, or "
                          "name the file or URL that holds your studies)")
     engine = _engine(url)  # not make_engine: its pragmas would write to a foreign file

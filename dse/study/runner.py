@@ -358,5 +358,5 @@ def run_study(spec: StudySpec, storage: str | None = None, ray_address: str | No
 
     With ``offline`` (a file name), a ladder rung whose evaluator cannot run on this machine
     writes the configs it would measure there, for the offline runner, instead of refusing."""
-    store = ResultStore(storage or spec.storage)
+    store = ResultStore(storage if storage is not None else spec.storage)
     return StudyRunner(spec, store, ray_address, progress, offline).run()

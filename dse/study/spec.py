@@ -186,6 +186,8 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults` may be overridden
+                continue
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, Hashable):
                 if key in seen:
