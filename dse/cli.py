@@ -13,7 +13,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dse.cli_args import add_backend_options, backend_options, name_values, positive_int
+from dse.cli_args import (
+    add_backend_options,
+    backend_options,
+    name_values,
+    positive_int,
+    refuse_database_as_out,
+)
 from dse.errors import DseError, UsageError, read_json
 from dse.formatting import key_values, table
 from dse.paper_strategy import paper_strategy
@@ -282,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{', '.join(evaluator_names())}", file=sys.stderr)
         return 2
     try:
+        refuse_database_as_out(getattr(args, "out", None), getattr(args, "storage", None))
         return func(args)
     except DseError as exc:
         print(f"dse: error: {exc}", file=sys.stderr)
@@ -289,6 +296,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`dse trials ... | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except UnicodeDecodeError as exc:  # a file read elsewhere than through read_text
+        print(f"dse: error: a file given is not UTF-8 text ({exc.reason} at byte {exc.start})",
+              file=sys.stderr)
+        return 2
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
         # a path the user gave (--out, --configs, a results file) that cannot be used as one
         where = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)

@@ -5,9 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from dse.errors import UsageError
+from sqlalchemy.engine import make_url
+
+from dse.errors import DseError, UsageError
+from dse.storage.engine import normalise_url
+
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def positive_int(text: str) -> int:
@@ -51,3 +57,24 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
     """Add ``--option KEY=VALUE`` (repeatable) to ``parser``."""
     parser.add_argument("--option", action="append", metavar="KEY=VALUE",
                         help="evaluator option, e.g. mlir_aie_dir=/opt/mlir-aie flow=jit")
+
+
+def refuse_database_as_out(out: str | None, storage: str | None) -> None:
+    """Refuse an ``--out`` that would overwrite the results database (or its WAL files) or any
+    other SQLite database: writing a report over it would lose every study it holds."""
+    if not out:
+        return
+    path = Path(out).expanduser()
+    try:
+        url = make_url(normalise_url(storage))
+    except DseError:
+        url = None
+    if url is not None and url.drivername.startswith("sqlite") and url.database:
+        database = Path(url.database).expanduser().resolve()
+        if path.resolve() in {database, database.with_name(database.name + "-wal"),
+                              database.with_name(database.name + "-shm")}:
+            raise UsageError(f"--out {out} is the results database: give another file")
+    if path.is_file():
+        with path.open("rb") as handle:
+            if handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
+                raise UsageError(f"--out {out} is a SQLite database: give another file")

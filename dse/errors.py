@@ -19,11 +19,21 @@ class TargetFileError(DseError):
     """A target description file is malformed; the message names the file, key and problem."""
 
 
+def read_text(path: str | Path, what: str) -> str:
+    """The text of the file at ``path``; one that is not UTF-8 (a binary file, another
+    encoding) is a :class:`UsageError` naming ``what`` the file was meant to be."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what} {path}: not UTF-8 text (byte {exc.start} is "
+                         f"{exc.object[exc.start:exc.start + 1]!r})") from None
+
+
 def read_json(path: str | Path, what: str) -> Any:
     """The parsed JSON file at ``path``; a missing file or bad JSON is a :class:`UsageError`
     naming ``what`` the file was meant to be."""
     try:
-        return json.loads(Path(path).read_text())
+        return json.loads(read_text(path, what))
     except FileNotFoundError:
         raise UsageError(f"{what} {str(path)!r} does not exist") from None
     except json.JSONDecodeError as exc:

@@ -330,6 +330,8 @@ def cmd_balance(args: argparse.Namespace) -> int:
         if best and best.get("bound"):
             print(f"study's best: {best['config']} at {best['tops']:.4g} TOPS "
                   f"({best['evaluator']}), {best['bound']}-bound by {best['margin']:.1%}")
+        if "paper_unavailable" in r:
+            print(f"paper's procedure: {r['paper_unavailable']}")
         if "single_core_best" in r:
             s = r["single_core_best"]
             print(f"best single-core kernel {s['config']}: {s['bound']}-bound here "

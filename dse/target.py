@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dse.dtypes import DTYPE_PAIRS
-from dse.errors import TargetFileError, UsageError
+from dse.errors import TargetFileError, UsageError, read_text
 
 TARGETS_DIR = Path(__file__).parent / "targets"
 
@@ -266,7 +266,7 @@ def load_target(name_or_path: str | Path) -> Any:
     if not path.is_file():
         raise UsageError(f"target file {text!r} does not exist")
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(read_text(path, "target file"))
     except tomllib.TOMLDecodeError as exc:
         raise TargetFileError(f"{path}: not valid TOML: {exc}") from exc
     from dse.registry import target_schema

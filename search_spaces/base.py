@@ -21,6 +21,13 @@ from dse.errors import UsageError
 ConfigBatch = dict[str, np.ndarray]
 
 
+def require_dtype(target: Any, workload: Any) -> None:
+    """Refuse a workload whose dtype pair the target does not support."""
+    if workload.dtype.name not in target.dtypes:
+        raise UsageError(f"dtype {workload.dtype.name!r} is not supported on {target.name}; "
+                         f"valid: {', '.join(target.dtypes)}")
+
+
 INT_LIMIT = 2**31 - 1  # the largest parameter value a space accepts
 _INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
 
@@ -147,9 +154,7 @@ class SearchSpaceBase(ABC):
     def _accept(self, target: Any, workload: Any, extra_constraints: Sequence[str],
                 optional: Sequence[str] = ()) -> None:
         """Refuse a dtype the target lacks and optional constraints the space does not have."""
-        if workload.dtype.name not in target.dtypes:
-            raise UsageError(f"dtype {workload.dtype.name!r} is not supported on {target.name}; "
-                             f"valid: {', '.join(target.dtypes)}")
+        require_dtype(target, workload)
         unknown = [c for c in extra_constraints if c not in optional]
         if unknown:
             raise UsageError(f"unknown constraint {unknown[0]!r}; " + (

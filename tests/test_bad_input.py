@@ -155,3 +155,63 @@ def test_a_study_file_may_merge_yaml_anchors(tmp_path, capsys):
     storage = str(tmp_path / "r.db")
     assert main(["run", str(path), "--storage", storage]) == 0
     assert set(load_trials(storage, "anchors")["dtype"]) == {"int8-int8", "int8-int16"}
+
+
+def test_files_that_are_not_utf8_are_named(tmp_path, capsys):
+    latin = tmp_path / "latin1.yaml"
+    latin.write_bytes("# résumé\n".encode("latin-1") + STUDY.format(target="xdna2").encode())
+    _refused(capsys, ["run", str(latin), "--storage", str(tmp_path / "r.db")],
+             f"study file {latin}: not UTF-8 text (byte 3 is b'\\xe9')")
+    binary = tmp_path / "results.json"
+    binary.write_bytes(bytes(range(256)))
+    _refused(capsys, ["ingest", str(binary), "--storage", str(tmp_path / "r.db")],
+             f"results file {binary}: not UTF-8 text")
+    target = tmp_path / "t.toml"
+    target.write_bytes(b"\xff\xfe")
+    _refused(capsys, ["evaluate", "--target", str(target), "--dtype", "int8-int8", "--shape",
+                      "64x64x64"], f"target file {target}: not UTF-8 text")
+
+
+def test_out_never_overwrites_a_database(study, tmp_path, capsys):
+    _, storage = study
+    before = load_trials(storage, "small")
+    for out in (storage, storage + "-wal"):
+        _refused(capsys, ["report", "small", "--storage", storage, "--out", out],
+                 f"--out {out} is the results database")
+    other = tmp_path / "other.db"
+    assert main(["run", str(study[0]), "--storage", str(other)]) == 0
+    _refused(capsys, ["trials", "small", "--storage", storage, "--format", "csv", "--out",
+                      str(other)], f"--out {other} is a SQLite database")
+    assert load_trials(storage, "small").equals(before)
+    assert load_trials(str(other), "small").shape[0] == 6
+
+
+@pytest.fixture
+def empty_study(tmp_path):
+    """A study stored but with no trial yet (as when stopped before its first): its storage."""
+    from dse.storage import ResultStore
+    from dse.study.spec import study_from_dict
+    from dse.target import load_target
+
+    spec = study_from_dict({"name": "empty", "target": "xdna2", "budget": {"trials": 3},
+                            "workload": {"shape": "1024x1024x1024", "dtype": "int8-int8"}})
+    storage = str(tmp_path / "empty.db")
+    store, target = ResultStore(storage), load_target("xdna2")
+    with store.session() as s:
+        store.create_study(s, "empty", spec.identity(),
+                           store.target_id(s, target.digest(), target.name, target.to_dict()))
+    return storage
+
+
+def test_commands_on_a_study_without_trials(empty_study, tmp_path, capsys):
+    _refused(capsys, ["balance", "empty", "--storage", empty_study], "has no trials yet")
+    _refused(capsys, ["export-configs", "empty", "--storage", empty_study, "--out",
+                      str(tmp_path / "c.json")],
+             "evaluator 'cpu' measures cpu_gemm configs, not xdna_gemm ones")
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_ascend_commands_check_dtype_and_sizes(capsys):
+    _refused(capsys, ["ascend", "classify", "--shape", "8x2048x1024x2048", "--dtype", "int8"],
+             "dtype 'int8-int8' is not supported on ascend-950pr")
+    _refused(capsys, ["ascend", "sweep", "--points", "100000"], "--points must be at most 200")

@@ -9,7 +9,7 @@ import pytest
 
 from dse.cli import main
 from dse.study.runner import run_study
-from dse.study.spec import load_study
+from dse.study.spec import load_study, study_from_dict
 from evaluators.analytical import paper_data
 
 STUDIES = Path(__file__).parents[1] / "studies"
@@ -50,3 +50,21 @@ def test_balance_table_output(tmp_path, capsys):
     assert "paper's procedure ends at" in out and "what if" in out and "memory-bound here" in out
     assert main(["balance", spec.name, "--storage", storage, "--workload", "1x1x1"]) == 2
     assert "--workload '1x1x1' is not one of study" in capsys.readouterr().err
+
+
+def test_balance_without_a_start_for_the_paper_procedure_keeps_the_rest(tmp_path, capsys):
+    """A tiny L1 leaves no config that meets eq. 4, where the paper's procedure starts: the
+    report says so and still gives the study's best, the model's best and the what-if table."""
+    from dse.target import TARGETS_DIR
+
+    target = tmp_path / "tiny.toml"
+    target.write_text((TARGETS_DIR / "xdna2.toml").read_text().replace(
+        "l1_bytes = 65536", "l1_bytes = 2048"))
+    spec = study_from_dict({"name": "tiny", "target": str(target), "sampler": "exhaustive",
+                            "workload": {"shape": "1024x1024x1024", "dtype": "int8-int8"}})
+    storage = str(tmp_path / "r.db")
+    run_study(spec, storage)
+    assert main(["balance", "tiny", "--storage", storage, "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "paper's procedure: no feasible configuration to start" in out
+    assert "study's best" in out and "model's best" in out and "what if" in out

@@ -104,6 +104,12 @@ def test_bad_table_input_is_explained(client):
     missing = client.get("/study/absent")
     assert missing.status_code == 404 and "absent" in html.unescape(missing.text)
     assert client.get("/config/99999/two").status_code == 404
+    huge = 10**24
+    assert client.get(f"/config/{huge}/two").status_code == 404
+    assert client.get(f"/timeline/{huge}/two").status_code == 404
+    assert "out of range" in client.get(f"/trials/two?page={huge}").text
+    deep = client.get("/trials/two", query_string={"where": "(" * 2000 + "k_ct > 1" + ")" * 2000})
+    assert deep.status_code == 400 and "is too long" in deep.text
 
 
 def test_config_page_shows_memory_traffic_and_stalls(client):

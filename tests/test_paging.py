@@ -71,8 +71,12 @@ def test_page_matches_pandas(study, where, sort):
     ({"where": "status > 3"}, "cannot compare a number with text"),
     ({"where": "3 > 2"}, "needs at least one column"),
     ({"sort": "-colour"}, "sort: unknown column 'colour'"),
-    ({"offset": -1}, "offset must be >= 0"),
-    ({"limit": 0}, "limit >= 1"),
+    ({"offset": -1}, "offset must be 0 to 2147483647"),
+    ({"offset": 10**24}, "offset must be 0 to 2147483647"),
+    ({"limit": 0}, "limit 1 to 2147483647"),
+    ({"where": "(" * 1200 + "tops > 1" + ")" * 1200}, "is too long: 2403 names"),
+    ({"where": " or ".join(["tops > 1"] * 120)}, "at most 400"),
+    ({"where": "not " * 60 + "tops > 1"}, "nests more than 50 parentheses and nots"),
 ])
 def test_bad_requests_name_the_problem(study, kwargs, message):
     storage, _ = study
@@ -96,4 +100,4 @@ def test_trials_command_pages_in_sql(study, capsys):
     assert [r["number"] for r in json.loads(out.out)] == list(expected["number"])
     assert f"trials 3-7 of {total} matching" in out.err
     assert main([*args, "--limit", "0"]) == 2
-    assert "limit >= 1" in capsys.readouterr().err
+    assert "limit 1 to 2147483647" in capsys.readouterr().err

@@ -92,6 +92,8 @@ def balance_report(storage: str | None, study: str, workload: str | None = None,
         target_name = store.require_study(s, study).spec["target"]
     model = build_evaluator("analytical")
     reports = []
+    if frame.empty:
+        raise UsageError(f"study {study!r} has no trials yet: run it first")
     groups = frame.groupby(["shape", "dtype", "b_layout"])
     chosen = [key for key in groups.groups if not workload or workload in (key[0],
                                                                             " ".join(key[:2]))]
@@ -116,8 +118,13 @@ def balance_report(storage: str | None, study: str, workload: str | None = None,
         report["model_best"] = [{"rank": i + 1, "config": _kernel(c.params),
                                  "tops": c.metrics["tops"], **_side(c.metrics)}
                                 for i, c in enumerate(ranked)]
+        walk = None
         if ctx.space.name == "xdna_gemm":
-            walk = paper_strategy(model, ctx)
+            try:
+                walk = paper_strategy(model, ctx)
+            except UsageError as exc:  # the rest of the report stands without the procedure
+                report["paper_unavailable"] = str(exc)
+        if walk is not None:
             report["paper_path"] = [
                 {"step": st["step"], "config": _kernel(st), "shape": st["shape"],
                  "tops": st["tops"], "t_comp_s": st["t_comp_s"], "t_mem_s": st["t_mem_s"],

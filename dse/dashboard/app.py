@@ -33,7 +33,7 @@ from dse.dashboard.data import StudySummary, SummaryCache, trials_by_number
 from dse.errors import UsageError
 from dse.formatting import fmt
 from dse.storage import ResultStore
-from dse.study.paging import trial_page
+from dse.study.paging import MAX_ROW, trial_page
 from dse.study.query import list_studies
 from dse.workload import parse_workload
 
@@ -71,6 +71,8 @@ def create_app(storage: str | None, warm: bool = False) -> Flask:
         return cache.get(store, name)
 
     def trial_of(name: str, number: int) -> pd.Series:
+        if number > MAX_ROW:  # beyond what SQL integers hold: no such trial
+            abort(404, f"study {name!r} has no trial {number}")
         with store.session() as s:
             frame = trials_by_number(s, store.require_study(s, name).id, name, [number])
         if frame.empty:
@@ -104,7 +106,7 @@ def create_app(storage: str | None, warm: bool = False) -> Flask:
         where = request.args.get("where", "").strip()
         sort = request.args.get("sort", _default_sort(summary))
         limit = _int_arg("limit", 50, 1, 1000)
-        page_number = _int_arg("page", 1, 1, None)
+        page_number = _int_arg("page", 1, 1, MAX_ROW // 1000)
         try:
             page = trial_page(store, name, where=where or None, sort=sort,
                               offset=(page_number - 1) * limit, limit=limit)

@@ -16,6 +16,7 @@ from dse.problem import build_context, build_evaluator
 from dse.storage import ResultStore, canonical_key
 from dse.storage.store import config_key
 from dse.study.query import best_trials, load_trials
+from dse.workload import workload_from_dict
 
 CONFIGS_FORMAT = "dse-configs/1"
 RESULTS_FORMAT = "dse-results/1"
@@ -80,6 +81,9 @@ def export_configs(storage: str | None, study: str, top: int, out: str | Path,
     with store.session() as s:
         spec = store.require_study(s, study).spec
     export = OfflineExport(study, spec["target"], evaluator_name, options)
+    first = workload_from_dict(spec["workloads"][0])  # refuse a misfit even with no trial yet
+    require_fits(export.evaluator, build_context(spec["target"], first.dtype.name, first.shape,
+                                                 first.b_layout))
     params_names = frame.attrs.get("params", [])
     for _, row in best.iterrows():
         ctx = build_context(spec["target"], row["dtype"], row["shape"], row["b_layout"])

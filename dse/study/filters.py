@@ -26,6 +26,10 @@ COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
     "==": operator.eq, "=": operator.eq, "!=": operator.ne}
 _KEYWORDS = ("and", "or", "not")
+# a filter is typed by a person: these bounds keep the parser's recursion and the SQL
+# expression tree (SQLite's limit: depth 1000) far inside what they can hold
+MAX_TOKENS = 400
+MAX_DEPTH = 50
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -54,9 +58,14 @@ class FilterParser(ABC):
         self.text = text
         self.tokens = _tokens(text)
         self.pos = 0
+        self.depth = 0  # parentheses and nots open
+        if len(self.tokens) > MAX_TOKENS:
+            raise self.fail(f"is too long: {len(self.tokens)} names, numbers and operators, at "
+                            f"most {MAX_TOKENS}")
 
     def fail(self, message: str) -> UsageError:
-        return UsageError(f"filter {self.text!r}: {message}")
+        shown = self.text if len(self.text) <= 100 else self.text[:97] + "..."
+        return UsageError(f"filter {shown!r}: {message}")
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
@@ -91,21 +100,28 @@ class FilterParser(ABC):
         return result
 
     def factor(self) -> Any:
-        if self.peek() == ("kw", "not"):
-            self.take()
-            return ~self.factor()
-        if self.peek() == ("paren", "("):
-            self.take()
-            result = self.expr()
-            if self.take() != ("paren", ")"):
-                raise self.fail("missing ')'")
-            return result
+        if self.peek() in (("kw", "not"), ("paren", "(")):
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise self.fail(f"nests more than {MAX_DEPTH} parentheses and nots")
+            try:
+                return self._nested()
+            finally:
+                self.depth -= 1
         left = self.operand()
         kind, op = self.take()
         if kind != "op":
             raise self.fail(f"expected a comparison after {self.tokens[self.pos - 2][1]!r}, "
                             f"got {op!r}")
         return self.compare(op, left, self.operand())
+
+    def _nested(self) -> Any:
+        if self.take() == ("kw", "not"):
+            return ~self.factor()
+        result = self.expr()
+        if self.take() != ("paren", ")"):
+            raise self.fail("missing ')'")
+        return result
 
     def operand(self) -> Any:
         kind, value = self.take()

@@ -21,6 +21,8 @@ from dse.storage import models as m
 from dse.study.filters import COMPARISONS, FilterParser
 from dse.study.query import TRIAL_ROW, in_study_trials, storage_of, trials_frame
 
+MAX_ROW = 2**31 - 1  # the largest offset or limit of a page (SQL integers stay in range)
+
 
 @dataclass(frozen=True)
 class SqlColumn:
@@ -134,9 +136,9 @@ def trial_page(storage: ResultStore | str | None, study: str, *, where: str | No
         UsageError: no such study, a bad filter, an unknown sort column, a negative offset or a
             limit below 1.
     """
-    if offset < 0 or limit < 1:
-        raise UsageError(f"page: offset must be >= 0 and limit >= 1 (got offset {offset}, "
-                         f"limit {limit})")
+    if not 0 <= offset <= MAX_ROW or not 1 <= limit <= MAX_ROW:
+        raise UsageError(f"page: offset must be 0 to {MAX_ROW} and limit 1 to {MAX_ROW} (got "
+                         f"offset {offset}, limit {limit})")
     store = storage_of(storage)
     with store.session() as s:
         row = store.require_study(s, study)

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from dse.errors import UsageError
+from dse.errors import UsageError, read_text
 from dse.registry import search_space_class
 from dse.target import Target, load_target
 from dse.workload import Workload, workload_class
@@ -203,7 +203,7 @@ def load_study(path: str | Path) -> StudySpec:
     if not path.is_file():
         raise StudyFileError(f"study file {str(path)!r} does not exist")
     try:
-        raw = yaml.load(path.read_text(), Loader=_StrictLoader)  # a SafeLoader
+        raw = yaml.load(read_text(path, "study file"), Loader=_StrictLoader)  # a SafeLoader
     except yaml.YAMLError as exc:
         raise StudyFileError(f"{path}: not valid YAML: {exc}") from None
     return study_from_dict(raw, str(path))

@@ -22,8 +22,11 @@ from dse.target import load_target
 from dse.workload import BatchedGemmWorkload
 from search_spaces.ascend_bmm.rules import BRANCHES, ITER_FORMS, classify
 from search_spaces.ascend_bmm.tiling import rule_config, rule_decision
+from search_spaces.base import require_dtype
 
 TARGET = "ascend-950pr"
+MAX_POINTS = 200  # 200^3 M, K, N values a batch: about 200 MB of arrays
+MAX_BATCH = 1 << 20
 
 
 def log_grid(points: int = 60, top: int = 10240) -> np.ndarray:
@@ -67,6 +70,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
     (with ``--config``, the configuration they choose), or JSON."""
     target = _ascend_target(args.target)
     workload = BatchedGemmWorkload.parse(args.shape, args.dtype, args.b_layout)
+    require_dtype(target, workload)
     decision = rule_decision(target, workload)
     if args.config:
         decision["config"] = rule_config(target, workload)
@@ -88,6 +92,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """``dse ascend sweep``: classify the coverage grid; prints each branch's share, the IterBatch
     forms and the rate (or JSON)."""
     target = _ascend_target(args.target)
+    if args.points > MAX_POINTS or args.max_batch > MAX_BATCH:
+        raise UsageError(f"--points must be at most {MAX_POINTS} (a grid of points^3 shapes is "
+                         f"held per batch) and --max-batch at most {MAX_BATCH}; got "
+                         f"{args.points} and {args.max_batch}")
     batches = np.arange(1, args.max_batch + 1, args.batch_step)
     values = log_grid(args.points)
     total = len(batches) * len(values) ** 3
