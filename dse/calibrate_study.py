@@ -20,6 +20,7 @@ import pandas as pd
 
 from dse.errors import UsageError
 from dse.problem import build_context, build_evaluator
+from dse.registry import evaluator_names
 from dse.storage import ResultStore
 from dse.study.query import load_trials
 from dse.target import load_target
@@ -73,6 +74,12 @@ def calibrate_study(storage: str | None, study: str, evaluator: str, against: st
     """Refit ``evaluator``'s free coefficients for the study's target to its ok results of
     ``against`` (at least 6) and write the new target file to ``out`` (default
     ``<target>-calibrated.toml``)."""
+    if against not in evaluator_names():
+        raise UsageError(f"--against: unknown evaluator {against!r}; valid: "
+                         f"{', '.join(evaluator_names())}")
+    if against == evaluator:
+        raise UsageError(f"--against {against}: a model is calibrated against another "
+                         "evaluator's results (measurements), not its own")
     store = ResultStore(storage, existing=True)
     frame = load_trials(store, study)
     with store.session() as s:

@@ -76,6 +76,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     params and metrics (or JSON); 1 when any is not ok."""
     ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
     evaluator = build_evaluator(args.evaluator, backend_options(args.option))
+    problem = evaluator.unavailable() if hasattr(evaluator, "unavailable") else None
+    if problem:
+        raise UsageError(f"evaluator {evaluator.name!r} cannot run here: {problem}")
     if args.configs and args.param:
         raise UsageError("give either --param or --configs, not both")
     given = _load_configs(args.configs) if args.configs else [name_values(args.param, "--param")]

@@ -64,7 +64,11 @@ class _Progress:
 def cmd_run(args: argparse.Namespace) -> int:
     """``dse run``: run or resume a study file; prints a summary per workload (and what
     ``--offline`` wrote); 130 when interrupted."""
-    spec = load_study(args.study).with_overrides(trials=args.trials, workers=args.workers)
+    spec = load_study(args.study)
+    if spec.ladder and args.trials is not None:
+        raise UsageError("--trials sets a sampler's budget; a ladder's rungs have their own "
+                         "(keep, and budget: {trials: N} on a rung)")
+    spec = spec.with_overrides(trials=args.trials, workers=args.workers)
     progress = _Progress()
     try:
         summary = run_study(spec, args.storage, args.ray_address, progress, args.offline)

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from dse.cli import main
-from dse.study.query import load_trials
+from dse.study.query import list_studies, load_trials
 from dse.study_cli import _Progress, _run_command
 from dse.target import TARGETS_DIR
 
@@ -215,3 +215,46 @@ def test_ascend_commands_check_dtype_and_sizes(capsys):
     _refused(capsys, ["ascend", "classify", "--shape", "8x2048x1024x2048", "--dtype", "int8"],
              "dtype 'int8-int8' is not supported on ascend-950pr")
     _refused(capsys, ["ascend", "sweep", "--points", "100000"], "--points must be at most 200")
+
+
+def test_trials_is_refused_for_a_ladder_study(tmp_path, capsys):
+    path = tmp_path / "ladder.yaml"
+    path.write_text(textwrap.dedent("""
+        name: lad
+        target: xdna2
+        workload: {shape: 1024x1024x1024, dtype: int8-int8}
+        ladder: [{evaluator: analytical, keep: 3}, {evaluator: simulator}]
+        """))
+    _refused(capsys, ["run", str(path), "--storage", str(tmp_path / "r.db"), "--trials", "8"],
+             "--trials sets a sampler's budget; a ladder's rungs have their own")
+
+
+def test_calibrate_names_a_bad_against(study, capsys):
+    _, storage = study
+    _refused(capsys, ["calibrate", "small", "--storage", storage, "--against", "nonexist"],
+             "--against: unknown evaluator 'nonexist'; valid: analytical")
+    _refused(capsys, ["calibrate", "small", "--storage", storage, "--against", "analytical"],
+             "not its own")
+
+
+def test_an_iron_rung_without_its_checkout_is_refused_before_anything_runs(tmp_path, capsys):
+    path = tmp_path / "npu.yaml"
+    path.write_text(textwrap.dedent("""
+        name: npu
+        target: xdna2
+        workload: {shape: 4096x4096x4096, dtype: int8-int8}
+        space:
+          fix: {buf_a_l1: 2, buf_b_l1: 2, buf_c_l1: 2, buf_a_l2: 2, buf_b_l2: 2, buf_c_l2: 2}
+          constraints: [no_padding]
+        ladder:
+          - {evaluator: analytical, keep: 3}
+          - {evaluator: iron, options: {mlir_aie_dir: /nonexistent/mlir-aie}}
+        """))
+    storage = tmp_path / "r.db"
+    _refused(capsys, ["run", str(path), "--storage", str(storage)],
+             "/nonexistent/mlir-aie/programming_examples")
+    assert list_studies(str(storage)).empty  # refused before the study was stored
+    _refused(capsys, ["evaluate", "--target", "xdna2", "--dtype", "int8-int8", "--shape",
+                      "4096x4096x4096", "--param", "m_ct=64", "--param", "k_ct=64", "--param",
+                      "n_ct=64", "--param", "k_mt=64", "--evaluator", "iron", "--option",
+                      "mlir_aie_dir=/nonexistent/mlir-aie"], "cannot run here")

@@ -94,6 +94,8 @@ def test_rank_helpers():
      "cannot score target 'cpu'"),
     ([{"evaluator": "analytical", "keep": 5, "select": "best"}, {"evaluator": "cpu"}],
      "allowed: top, spread"),
+    ([{"evaluator": "analytical", "keep": 5}, {"evaluator": "cpu", "keep": 3}],
+     "no 'keep' on the last rung"),
 ])
 def test_bad_ladders(ladder, message):
     with pytest.raises(StudyFileError, match=message):

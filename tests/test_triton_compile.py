@@ -76,7 +76,15 @@ def test_dse_triton_compile_reads_an_exported_file(tmp_path, capsys):
     assert main(["triton", "compile", str(tmp_path / "none.json")]) == 2
     assert "does not exist" in capsys.readouterr().err
     data = json.loads(jobs.read_text())
-    data["evaluator"]["name"] = "cpu"
-    jobs.write_text(json.dumps(data))
-    assert main(["triton", "compile", str(jobs)]) == 2
-    assert "'cpu' evaluator" in capsys.readouterr().err
+    edits = [(lambda d: d.pop("configs"), "key 'configs' must be a list"),
+             (lambda d: d["configs"].__setitem__(0, None), "configs[0] needs a 'workload'"),
+             (lambda d: d["configs"][0]["params"].pop("BLOCK_K"), "params lack BLOCK_K"),
+             (lambda d: d["configs"][0]["params"].update(BLOCK_M=0), "parameter BLOCK_M: 0"),
+             (lambda d: d["configs"][0]["params"].update(BLOCK_M="abc"), "'abc' is not"),
+             (lambda d: d["evaluator"].update(name="cpu"), "'cpu' evaluator")]
+    for edit, message in edits:
+        bad = json.loads(json.dumps(data))
+        edit(bad)
+        jobs.write_text(json.dumps(bad))
+        assert main(["triton", "compile", str(jobs)]) == 2
+        assert message in capsys.readouterr().err

@@ -287,6 +287,9 @@ def _ladder(r: _Reader, raw: Any, target: Any, params: tuple[str, ...]) -> tuple
         if keep is None and not last:
             raise r.fail(f"{key}.keep", _MISSING, "every rung but the last passes on 'keep' "
                          "configs")
+        if keep is not None and last:
+            raise r.fail(f"{key}.keep", keep, "no 'keep' on the last rung, which passes "
+                         "nothing on (cap it with budget: {trials: N})")
         budget = r.mapping(data.get("budget", {}), f"{key}.budget", ("trials",))
         group_by = tuple(r.str_list(data.get("group_by", []), f"{key}.group_by"))
         for name in group_by:

@@ -163,6 +163,16 @@ class IronEvaluator:
         self.example_dir = Path(mlir_aie_dir).expanduser() / EXAMPLE_DIR
         self.flow, self.iters, self.warmup, self.timeout_s = flow, iters, warmup, timeout_s
 
+    def unavailable(self) -> str | None:
+        """Why this machine cannot run the evaluator (None when it can): the design's example
+        directory of the mlir-aie checkout must be here (a run would otherwise fail every config
+        for a reason of the machine, not of the config)."""
+        if not self.example_dir.is_dir():
+            return (f"{self.example_dir} is not a directory: mlir_aie_dir should name the "
+                    "mlir-aie checkout, built as its README says (or export the configs with "
+                    "dse export-configs --evaluator iron for the NPU machine)")
+        return None
+
     def offline_job(self, params: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any] | str:
         """The runner's job: the flow's exact commands (or why the design cannot run it)."""
         plan = self.plan(params, ctx)

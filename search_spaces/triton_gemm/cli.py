@@ -18,11 +18,12 @@ import sys
 from typing import Any
 
 from dse.cli_args import positive_int
-from dse.errors import UsageError, read_json
+from dse.errors import DseError, UsageError, read_json
 from dse.formatting import table
 from dse.problem import build_context
 from dse.target import load_target
 from dse.workload import workload_from_dict
+from evaluators.hardware.triton_gpu import job_of
 from search_spaces.triton_gemm import smem_bytes
 
 
@@ -41,6 +42,31 @@ def _read_configs(path: str) -> dict[str, Any]:
 @functools.lru_cache
 def _context(target: str, dtype: str, shape: str, b_layout: str) -> Any:
     return build_context(target, dtype, shape, b_layout)  # one per workload of the file
+
+
+def _checked_items(path: str, data: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
+    """(workload, parameters) of every config of the file, checked against the space: what is
+    compiled is what its parameters say (not a job edited apart from them)."""
+    items = data.get("configs")
+    if not isinstance(items, list):
+        raise UsageError(f"{path}: key 'configs' must be a list")
+    out = []
+    for index, item in enumerate(items):
+        where = f"{path}: configs[{index}]"
+        if not isinstance(item, dict) or not isinstance(item.get("workload"), dict) \
+                or not isinstance(item.get("params"), dict):
+            raise UsageError(f"{where} needs a 'workload' and a 'params' object")
+        try:
+            workload = workload_from_dict(item["workload"])
+            space = _context(data["target"], workload.dtype.name, workload.shape,
+                             workload.b_layout).space
+            missing = [name for name in space.params() if name not in item["params"]]
+            if missing:
+                raise UsageError(f"params lack {', '.join(missing)}")
+            out.append((workload, space.parse(item["params"])))
+        except (KeyError, TypeError, ValueError, DseError) as exc:
+            raise UsageError(f"{where}: {exc}") from None
+    return out
 
 
 def _rule_smem(target: str, w: Any, params: dict[str, Any]) -> int:
@@ -65,8 +91,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if not isinstance(target, GpuTarget):
         raise UsageError(f"target {data['target']!r} is not a GPU target")
     arch = args.arch or target.device.compute_capability
-    items = data["configs"]
-    jobs = [job for item in items for job in item["job"]["args"]["jobs"]]
+    items = _checked_items(args.configs, data)
+    jobs = [job_of(params, _context(data["target"], w.dtype.name, w.shape, w.b_layout))
+            for w, params in items]
 
     def progress(done: int, total: int) -> None:
         print(f"\rcompiled {done}/{total} for sm_{arch}", end="", file=sys.stderr, flush=True)
@@ -75,15 +102,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(file=sys.stderr)
     limit = target.device.smem_per_block_bytes
     rows = []
-    for item, result in zip(items, results, strict=True):
-        workload = workload_from_dict(item["workload"])
+    for (workload, params), result in zip(items, results, strict=True):
         shared = result.get("shared_bytes")
         rows.append({
             "shape": workload.shape,
-            "config": " ".join(f"{k}={v}" for k, v in item["params"].items()),
+            "config": " ".join(f"{k}={v}" for k, v in params.items()),
             "status": result["status"] if shared is None or shared <= limit
             else "over shared memory",
-            "shared_B": shared, "rule_B": _rule_smem(data["target"], workload, item["params"]),
+            "shared_B": shared, "rule_B": _rule_smem(data["target"], workload, params),
             "registers": result.get("registers"),
             "spill_B": result.get("spill_bytes"), "seconds": round(result["seconds"], 2),
             "reason": _short(result.get("reason"))})
