@@ -19,6 +19,10 @@ workload: {{shape: 1024x1024x1024, dtype: int8-int8}}
 sampler: random
 budget: {{trials: 6}}
 """
+# one config to evaluate: an xdna2 GEMM the stock IRON design could run
+EVALUATE = ["evaluate", "--target", "xdna2", "--dtype", "int8-int8", "--shape", "4096x4096x4096",
+            "--param", "m_ct=64", "--param", "k_ct=64", "--param", "n_ct=64", "--param",
+            "k_mt=64"]
 
 
 @pytest.fixture
@@ -136,9 +140,7 @@ def test_read_only_sqlite_uri_is_a_database(study, capsys):
 
 
 def test_an_option_given_twice_is_refused(capsys):
-    _refused(capsys, ["evaluate", "--target", "xdna2", "--dtype", "int8-int8", "--shape",
-                      "1024x1024x1024", "--param", "m_ct=64", "--param", "k_ct=64", "--param",
-                      "n_ct=64", "--param", "k_mt=64", "--option", "a=1", "--option", "a=2"],
+    _refused(capsys, [*EVALUATE, "--option", "a=1", "--option", "a=2"],
              "--option a is given twice")
 
 
@@ -254,7 +256,5 @@ def test_an_iron_rung_without_its_checkout_is_refused_before_anything_runs(tmp_p
     _refused(capsys, ["run", str(path), "--storage", str(storage)],
              "/nonexistent/mlir-aie/programming_examples")
     assert list_studies(str(storage)).empty  # refused before the study was stored
-    _refused(capsys, ["evaluate", "--target", "xdna2", "--dtype", "int8-int8", "--shape",
-                      "4096x4096x4096", "--param", "m_ct=64", "--param", "k_ct=64", "--param",
-                      "n_ct=64", "--param", "k_mt=64", "--evaluator", "iron", "--option",
+    _refused(capsys, [*EVALUATE, "--evaluator", "iron", "--option",
                       "mlir_aie_dir=/nonexistent/mlir-aie"], "cannot run here")
