@@ -173,3 +173,18 @@ def test_unknown_evaluator_option(tmp_path):
     with pytest.raises(UsageError, match="evaluator 'synthetic' has no option 'speed'; "
                        "options: work_s, fail_fraction"):
         run_study(spec, str(tmp_path / "r.db"))
+
+
+def test_sampled_tiles_fit_a_small_l1(tmp_path):
+    """With 2 KB of L1 only the smallest tiles fit: the block counts of larger ones are not
+    sampled, so a sampler study finds feasible configs (before, nearly all were infeasible)."""
+    from dse.target import TARGETS_DIR
+
+    target = tmp_path / "tiny.toml"
+    target.write_text((TARGETS_DIR / "xdna2.toml").read_text().replace(
+        "l1_bytes = 65536", "l1_bytes = 2048"))
+    storage = str(tmp_path / "r.db")
+    run_study(make_spec(target=str(target), sampler="tpe", budget={"trials": 30},
+                        workload={"shape": "1024x1024x1024", "dtype": "int8-int8"}), storage)
+    frame = load_trials(storage, "t")
+    assert (frame["status"] == "ok").sum() >= 20

@@ -6,7 +6,8 @@ on one another. So the sampled values are fixed-domain coordinates that decode i
 * ``m_blocks`` / ``n_blocks`` (log-uniform integers): how many blocks of m_ct * (A tiles in
   parallel) rows and n_ct * (B tiles in parallel) columns cover M and N. Each decodes to the
   smallest aligned tile giving that many blocks: a larger tile with the same block count only
-  pads more (same B or A traffic per block, more padded work and L1), so nothing better is lost;
+  pads more (same B or A traffic per block, more padded work and L1), so nothing better is lost.
+  Block counts whose tile cannot fit L1 even beside the smallest other tile are not sampled;
 * ``k_frac`` in [0, 1]: k_ct up to the largest that fits L1 with m_ct and n_ct;
 * ``k_mt_blocks`` (log-uniform integer): how many k_mt blocks cover K; decodes to the smallest
   multiple of k_ct giving that many (too few blocks overflow L2 and are rejected).
@@ -59,12 +60,11 @@ class OptunaEncoding:
         self._m_step, self._n_step = spec.r * spec.expand_r, spec.t * spec.expand_t
         self._k_step = spec.s
         self._dists: dict[str, BaseDistribution] = {}
-        if "m_ct" not in fix:
-            self._dists["m_blocks"] = IntDistribution(1, self._most_blocks("m_ct", free),
-                                                      log=True)
-        if "n_ct" not in fix:
-            self._dists["n_blocks"] = IntDistribution(1, self._most_blocks("n_ct", free),
-                                                      log=True)
+        for tile, blocks in (("m_ct", "m_blocks"), ("n_ct", "n_blocks")):
+            if tile not in fix:
+                most = self._most_blocks(tile, free)
+                self._dists[blocks] = IntDistribution(self._fewest_blocks(tile, most, free),
+                                                      most, log=True)
         if "k_ct" not in fix:
             self._dists["k_frac"] = _UNIT
         if "k_mt" not in fix:
@@ -91,6 +91,22 @@ class OptunaEncoding:
             0 if name == "m_ct" else 1]
         lo = self._ranges.get(name, (step, 0))[0]
         return max(math.ceil(size / (max(math.ceil(lo / step), 1) * step * parallel)), 1)
+
+    def _fewest_blocks(self, name: str, most: int, free: Sequence[str]) -> int:
+        """The fewest blocks whose tile fits L1 beside the other side's smallest tile at the
+        smallest k_ct: fewer (larger tiles) never fit, so they are not sampled (on a chip with
+        a small L1 they would be nearly every sample)."""
+        if {"m_rows", "n_cols"} & set(free):
+            return 1  # the tile for a block count shrinks with the parallelism sampled
+        buffers = {b: self._params[b].lo if b in free else self._base[b]
+                   for b in ("buf_a_l1", "buf_b_l1", "buf_c_l1")}
+        other = self._n_step if name == "m_ct" else self._m_step
+        for blocks in range(1, most + 1):
+            tile = self._tile(name, blocks, self._base)
+            m, n = (tile, other) if name == "m_ct" else (other, tile)
+            if l1_max_k(m, n, self._target, self._workload, buffers) >= self._k_step:
+                return blocks
+        return most
 
     def _tile(self, name: str, blocks: int, config: Mapping[str, Any]) -> int:
         """The smallest aligned tile that covers the dimension in ``blocks`` blocks."""
