@@ -115,7 +115,8 @@ class StudyRunner:
                 changed = sorted(k for k, v in spec.identity().items() if row.spec.get(k) != v)
                 raise UsageError(f"study {spec.name!r} already exists in {store.safe_url} with a "
                                  f"different {', '.join(changed)}; give the study another name "
-                                 "to run this definition (budget and workers may change)")
+                                 "to run this definition (its budget and workers may change; "
+                                 "a ladder's rungs may not)")
             elif row.target_id != target_id:  # one study never mixes two sets of constants
                 raise UsageError(f"study {spec.name!r} already exists in {store.safe_url} with "
                                  f"other constants for target {spec.target!r} (its file changed "
