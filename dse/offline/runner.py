@@ -224,7 +224,7 @@ def main(argv: list[str]) -> int:
         os.environ[DEADLINE_VARIABLE] = str(time.time() + limit)  # python jobs' children see it
     with open(configs_path) as handle:
         exported = json.load(handle)
-    configs, results = exported["configs"], []
+    configs, results, written = exported["configs"], [], False
     for group in calls(configs):
         if limit is not None and time.time() >= float(os.environ[DEADLINE_VARIABLE]):
             break
@@ -240,7 +240,9 @@ def main(argv: list[str]) -> int:
             results.append({"id": item["id"], "workload": item["workload"],
                             "params": item["params"], "elapsed_s": each, **outcome})
         _write(results_path, exported, results)
-    _write(results_path, exported, results)
+        written = True
+    if not written:  # no call ran (no configs, or the time limit): still a results file
+        _write(results_path, exported, results)
     if len(results) < len(configs):
         print(f"time limit: {len(configs) - len(results)} of {len(configs)} configs not "
               f"measured; ingest {results_path}, then export what is left", file=sys.stderr)
