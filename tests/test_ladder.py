@@ -62,13 +62,17 @@ def test_model_to_simulator_ladder(tmp_path):
         "ladder": [{"evaluator": "analytical", "keep": 12},
                    {"evaluator": "simulator", "keep": 4},
                    {"evaluator": "synthetic", "options": {"work_s": 0.0}}]})
-    shown: list[int] = []
-    run_study(spec, storage, progress=lambda workload, done, *_: shown.append(done))
+    shown: list[tuple[str, int, int]] = []
+    run_study(spec, storage,
+              progress=lambda label, done, total, *_: shown.append((label, done, total)))
     frame = load_trials(storage, "xladder")
     assert frame.groupby("evaluator").size().to_dict() == {
         "analytical": 12, "simulator": 12, "synthetic": 4}
-    # the analytical rung at once; the 12 simulations in rounds of 8, so progress shows
-    assert shown == [12, 20, 24, 28]
+    # a bar per rung: the analytical rung at once; the 12 simulations in rounds of 8, so
+    # progress shows
+    rung = "2048x2048x2048 int8-int8 (B col) rung {}/3 ({})".format
+    assert shown == [(rung(1, "analytical"), 12, 12), (rung(2, "simulator"), 8, 12),
+                     (rung(2, "simulator"), 12, 12), (rung(3, "synthetic"), 4, 4)]
     report = fidelity_report(storage, "xladder")
     assert [(r["cheaper"], r["dearer"], r["n"]) for r in report] == [
         ("analytical", "simulator", 12), ("simulator", "synthetic", 4)]

@@ -137,14 +137,24 @@ def test_time_budget_stops_the_study(tmp_path):
     assert len(load_trials(storage, "t")) == summary.workloads[0].trials
 
 
+def test_a_time_budget_shorter_than_the_setup_still_runs_a_round(tmp_path):
+    spec = make_spec(budget={"time_s": 1e-9}, batch_size=4)
+    summary = run_study(spec, str(tmp_path / "r.db"))
+    assert summary.status == "stopped by the time budget"
+    assert [w.trials for w in summary.workloads] == [4]
+
+
 def test_several_workloads(tmp_path):
     storage = str(tmp_path / "r.db")
     spec = make_spec(workload=None, workloads={"grid": {"shape": ["1024x1024x1024",
                                                                   "2048x1024x512"],
                                                         "dtype": ["int8-int8", "bf16-bf16"]}},
                      budget={"trials": 8})
-    summary = run_study(spec, storage)
+    bars: dict[str, int] = {}
+    summary = run_study(spec, storage, progress=lambda label, done, total, *_: bars.update(
+        {label: done}))
     assert [w.trials for w in summary.workloads] == [8, 8, 8, 8]
+    assert bars == {w.workload.label: 8 for w in summary.workloads}  # a bar per workload
     frame = load_trials(storage, "t")
     assert len(frame) == 32 and frame.groupby(["shape", "dtype"]).size().eq(8).all()
     assert len(best_trials(frame, top=1)) == 4

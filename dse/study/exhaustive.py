@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.errors import UsageError
+from dse.study.progress import Stage
 from evaluators.base import EvalContext
 from search_spaces.base import ConfigBatch, batch_len, batch_take
 
@@ -56,9 +57,10 @@ def run_exhaustive(runner: StudyRunner, ctx: EvalContext, workload_id: int,
     feasible = feasible_configs(ctx, spec)
     total = batch_len(feasible)
     budget = total if spec.budget.trials is None else min(total, spec.budget.trials)
+    stage = Stage(ctx.workload.label, summary.trials, budget)
     while summary.trials < budget and not runner.out_of_time():
         stop = min(summary.trials + SLICE, budget)
         configs: list[dict[str, Any]] = ctx.space.decode(
             batch_take(feasible, np.arange(summary.trials, stop)))
-        runner.evaluate_and_record(ctx, workload_id, configs, summary)
+        runner.evaluate_and_record(ctx, workload_id, configs, summary, stage=stage)
         runner.recorder.flush()

@@ -21,6 +21,7 @@ from dse.storage import models as m
 from dse.storage.store import config_key, now
 from dse.study.exhaustive import feasible_configs
 from dse.study.pool import make_pool
+from dse.study.progress import Stage
 from evaluators.base import EvalContext
 from search_spaces.base import batch_take
 
@@ -111,7 +112,10 @@ def run_ladder(runner: StudyRunner, ctx: EvalContext, workload_id: int,
             break  # the dearer rungs wait for these results (dse ingest, then run again)
         pool = make_pool(evaluator, spec.workers, runner.ray_address)
         try:
-            results = _evaluate_once(runner, ctx, workload_id, configs, summary, evaluator, pool)
+            label = (f"{ctx.workload.label} rung {index + 1}/{len(spec.ladder)} "
+                     f"({evaluator.name})")
+            results = _evaluate_once(runner, ctx, workload_id, configs, summary, evaluator, pool,
+                                     label)
         finally:
             pool.close()
             if hasattr(evaluator, "close"):
@@ -153,8 +157,9 @@ def _groups(batch: Any, names: tuple[str, ...]) -> list[tuple[Any, ...]] | None:
 
 def _evaluate_once(runner: StudyRunner, ctx: EvalContext, workload_id: int,
                    configs: list[dict[str, Any]], summary: WorkloadSummary, evaluator: Any,
-                   pool: Any) -> list[EvalResult]:
-    """Results of every config; a trial only for those this study has none of yet."""
+                   pool: Any, label: str) -> list[EvalResult]:
+    """Results of every config; a trial only for those this study has none of yet (``label``
+    names the rung's progress bar)."""
     runner.recorder.flush()
     with runner.store.session() as s:
         done = runner.store.trialled_keys(s, runner.study_id, workload_id, evaluator.name)
@@ -164,9 +169,10 @@ def _evaluate_once(runner: StudyRunner, ctx: EvalContext, workload_id: int,
     # at least, so an evaluator that compiles a round in parallel (triton) still can
     size = len(fresh) if hasattr(evaluator, "score") else max(8, 2 * pool.workers)
     measured: list[EvalResult] = []
+    stage = Stage(label, len(configs) - len(fresh), len(configs))
     for start in range(0, len(fresh), max(size, 1)):
         measured += runner.evaluate_and_record(ctx, workload_id, fresh[start:start + size],
-                                               summary, evaluator, pool)
+                                               summary, evaluator, pool, stage)
     results = dict(zip([config_key(ctx.space.name, c) for c in fresh], measured, strict=True))
     old = [k for k in keys if k in done]
     results.update(runner.recorder.lookup(workload_id, old, evaluator))

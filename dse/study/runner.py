@@ -12,7 +12,6 @@ import os
 import platform
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +31,7 @@ from dse.storage.store import config_key
 from dse.study.exhaustive import feasible_configs, run_exhaustive
 from dse.study.ladder import run_ladder
 from dse.study.pool import make_pool
+from dse.study.progress import Progress, Stage
 from dse.study.recorder import Recorder
 from dse.study.samplers import make_sampler
 from dse.study.spec import StudySpec
@@ -41,11 +41,6 @@ from evaluators.base import EvalContext
 
 LEASE_S = 120.0
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-# (workload, trials done, trials budgeted or 0, this batch's best objective value or None,
-#  the objective's direction: "maximize" or "minimize")
-Progress = Callable[[str, int, int, float | None, str], None]
-
-
 @dataclass
 class WorkloadSummary:
     """A run's counts for one workload: its trials so far (earlier runs' included), and what this
@@ -95,6 +90,7 @@ class StudyRunner:
         self.evaluator = build_evaluator(spec.evaluator.name, spec.evaluator.options)
         self.owner = owner_id()
         self.deadline: float | None = None  # set when the trials begin (see run)
+        self.evaluated_any = False  # a run with a time budget still does its first round
         self.offline_path = offline
         self.offline_rung, self.offline = self._offline_rung(offline)
         if spec.sampler.name != "exhaustive":
@@ -172,7 +168,10 @@ class StudyRunner:
         self.store.acquire(s, self.store.require_study(s, self.spec.name), self.owner, LEASE_S)
 
     def out_of_time(self) -> bool:
-        return self.deadline is not None and time.monotonic() >= self.deadline
+        """Whether the time budget is spent; never before the run's first round, so a budget
+        shorter than building a workload's space still makes progress."""
+        return (self.deadline is not None and self.evaluated_any
+                and time.monotonic() >= self.deadline)
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> RunSummary:
@@ -243,10 +242,13 @@ class StudyRunner:
     # -- evaluation with the store as a cache -------------------------------------------------
     def evaluate_and_record(self, ctx: EvalContext, workload_id: int,
                             configs: list[dict[str, Any]], summary: WorkloadSummary,
-                            evaluator: Any = None, pool: Any = None) -> list[EvalResult]:
+                            evaluator: Any = None, pool: Any = None,
+                            stage: Stage | None = None) -> list[EvalResult]:
         """Results for ``configs`` in order (stored ones reused), queued for the next commit.
 
-        ``evaluator`` and ``pool`` default to the study's (a ladder passes each rung's)."""
+        ``evaluator`` and ``pool`` default to the study's (a ladder passes each rung's);
+        ``stage`` is what the progress bar counts, by default the workload's trials against the
+        study's budget."""
         evaluator, pool = evaluator or self.evaluator, pool or self.pool
         keys = [config_key(ctx.space.name, c) for c in configs]
         known = self.recorder.lookup(workload_id, keys, evaluator)
@@ -265,13 +267,17 @@ class StudyRunner:
         summary.evaluated += len(todo)
         summary.infeasible += sum(r.status is Status.INFEASIBLE for r in results)
         summary.failed += sum(r.status in (Status.FAILED, Status.TIMEOUT) for r in results)
+        self.evaluated_any = True
+        if stage is None:
+            stage = Stage(summary.workload.label, summary.trials, self.spec.budget.trials)
+        else:
+            stage.done += len(configs)
         if self.progress is not None:
             objective = self.spec.objectives[0]
             pick = max if objective.direction == "maximize" else min
             best = pick((float(r.metrics[objective.metric]) for r in results
                          if r.ok and objective.metric in r.metrics), default=None)
-            self.progress(summary.workload.shape, summary.trials,
-                          self.spec.budget.trials or 0, best, objective.direction)
+            self.progress(stage.label, stage.done, stage.total or 0, best, objective.direction)
         return results
 
     def _evaluate_new(self, ctx: EvalContext, configs: list[dict[str, Any]], evaluator: Any,
