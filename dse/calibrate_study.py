@@ -134,7 +134,8 @@ def calibrate_study(storage: str | None, study: str, evaluator: str, against: st
     values = {key: float(getattr(getattr(final, key.split(".")[0]), key.split(".")[1]))
               for key in keys}
     destination = Path(out or f"{target.name}-calibrated.toml")
-    destination.write_text(rewrite_toml(Path(target.source).read_text(), values))
+    destination.write_text(rewrite_toml(Path(target.source).read_text(encoding="utf-8"), values),
+                           encoding="utf-8")
     return CalibrationReport(
         fitted=values, before=_errors(predict(target), measured_s),
         after=_errors(cross, measured_s), n_fit=len(measured_s),

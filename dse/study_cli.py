@@ -245,7 +245,7 @@ def _write_trials(frame: pd.DataFrame, args: argparse.Namespace) -> int:
         print(f"wrote {len(frame)} trials to {out}", file=sys.stderr)
         return 0
     if out:
-        out.write_text(text if text.endswith("\n") else text + "\n")
+        out.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
         print(f"wrote {len(frame)} trials to {out}", file=sys.stderr)
     else:
         print(text)

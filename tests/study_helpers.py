@@ -30,3 +30,11 @@ TWO_WORKLOADS = {"name": "two", "target": "xdna2", "sampler": "random", "seed": 
 PARETO = {"name": "mo", "target": "xdna2", "sampler": "nsga2", "seed": 1,
           "workload": {"shape": "2048x2048x2048", "dtype": "int8-int8"},
           "objectives": ["tops", "l1_bytes"], "budget": {"trials": 60}}
+# A study minimising DRAM traffic (many configs tie at the minimum), and one where nothing works.
+MIN_DRAM = {"name": "min-dram", "target": "xdna2", "sampler": "tpe", "seed": 0,
+            "workload": {"shape": "4096x4096x4096", "dtype": "int8-int8"},
+            "objectives": ["dram_bytes"], "budget": {"trials": 100}}
+ALL_FAIL = {"name": "all-fail", "target": "xdna2", "sampler": "random", "seed": 1,
+            "workload": {"shape": "1024x1024x1024", "dtype": "int8-int8"},
+            "evaluator": {"name": "synthetic", "options": {"work_s": 0.0, "fail_fraction": 1.0}},
+            "budget": {"trials": 30}}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 
+import pandas as pd
 import pytest
 from sqlalchemy import func, select
 
@@ -14,16 +15,16 @@ from dse.dashboard.data import summarise
 from dse.errors import UsageError
 from dse.storage import ResultStore
 from dse.storage import models as m
-from dse.study.query import best_trials, load_trials
+from dse.study.query import best_trials, list_studies, load_trials
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
-from tests.study_helpers import LADDER, PARETO, TWO_WORKLOADS
+from tests.study_helpers import ALL_FAIL, LADDER, MIN_DRAM, PARETO, TWO_WORKLOADS
 
 
 @pytest.fixture(scope="module")
 def studies(tmp_path_factory):
     storage = str(tmp_path_factory.mktemp("dash") / "d.db")
-    for spec in (LADDER, TWO_WORKLOADS, PARETO):
+    for spec in (LADDER, TWO_WORKLOADS, PARETO, MIN_DRAM, ALL_FAIL):
         run_study(study_from_dict(spec), storage)
     return storage
 
@@ -39,7 +40,8 @@ def _best_numbers(storage, study):
             in best.groupby(["shape", "dtype"], sort=False)}
 
 
-@pytest.mark.parametrize("spec", [LADDER, TWO_WORKLOADS, PARETO], ids=lambda s: s["name"])
+@pytest.mark.parametrize("spec", [LADDER, TWO_WORKLOADS, PARETO, MIN_DRAM],
+                         ids=lambda s: s["name"])
 def test_summary_names_what_dse_best_names(storage_url, spec):
     run_study(study_from_dict(spec), storage_url)
     summary = summarise(ResultStore(storage_url), spec["name"])
@@ -175,3 +177,41 @@ def test_serve_explains_a_busy_port(studies):
         taken.listen()
         with pytest.raises(UsageError, match=r"cannot listen on 127\.0\.0\.1:\d+"):
             serve(studies, port=taken.getsockname()[1])
+
+
+def test_index_and_dse_studies_show_each_study_s_objective(client, studies, storage_url):
+    rows = list_studies(studies).set_index("study")
+    best = {name: best_trials(load_trials(studies, name), top=1).iloc[0]
+            for name in ("min-dram", "lad")}
+    assert rows.loc["min-dram", "objective"] == "dram_bytes"
+    assert rows.loc["min-dram", "best"] == pytest.approx(float(best["min-dram"]["dram_bytes"]))
+    # a ladder's best is its measurement, not the model's prediction
+    assert best["lad"]["evaluator"] == "simulator"
+    assert rows.loc["lad", "best"] == pytest.approx(float(best["lad"]["tops"]))
+    assert pd.isna(rows.loc["all-fail", "best"])
+    assert "dram_bytes" in client.get("/").text
+    run_study(study_from_dict(MIN_DRAM), storage_url)  # the JSON metric in PostgreSQL too
+    (row,) = list_studies(storage_url).to_dict("records")
+    assert row["best"] == best_trials(load_trials(storage_url, "min-dram"), top=1)[
+        "dram_bytes"].iloc[0]
+
+
+def test_a_study_with_nothing_feasible_says_why(client):
+    page = client.get("/study/all-fail").text
+    assert "No feasible configuration yet" in page and "synthetic failure" in page
+    assert "Optimisation history" not in page  # no empty plot
+    table = client.get("/trials/all-fail").text
+    assert 'data-column="m_ct"' in table and 'data-column="reason"' in table
+
+
+def test_paging_past_the_end_is_not_found(client):
+    past = client.get("/trials/two?page=999")
+    assert past.status_code == 404 and "past the last page" in past.text
+    assert client.get("/trials/two?where=tops > 1e9").status_code == 200  # none match: page 1
+
+
+def test_study_page_overview_and_ladder_history(client):
+    page = client.get("/study/two").text
+    assert page.count('href="#workload-') == 2 and 'id="legend"' in page
+    ladder = client.get("/study/lad").text
+    assert "best so far (analytical)" in ladder and "best so far (simulator)" in ladder

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -29,6 +30,8 @@ def test_report_for_a_multi_objective_xdna_study(tmp_path, capsys):
                   "Pareto front", "Best configurations"):
         assert title in page, title
     assert page.count('class="plotly-graph-div"') >= 6
+    best_table = page.split("Best configurations", 1)[1].split("</table>", 1)[0]
+    assert "<th>l1_bytes</th>" in best_table  # every objective is a column
     # no script or stylesheet fetched from the network
     assert not re.search(r"<script[^>]+src=\"https?://", page)
     assert "plotly.js" in page or "Plotly" in page
@@ -51,6 +54,12 @@ def test_parameter_importance():
     importance = parameter_importance(frame, ["a", "b", "missing"], "y")
     assert list(importance.index) == ["a", "b"]
     assert importance["a"] == pytest.approx(0.9988, abs=1e-3) and importance["b"] < 0.01
+    # a parameter of many values that does nothing is not credited for its many values
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.integers(0, 2, 200), "noise": rng.integers(0, 50, 200)})
+    frame["y"] = 5.0 * frame["a"] + rng.normal(size=200)
+    importance = parameter_importance(frame, ["a", "noise"], "y")
+    assert importance["a"] > 0.8 and importance["noise"] < 0.05
 
 
 def test_balance_point_is_the_best_config_closest_to_balance():

@@ -49,7 +49,7 @@ def test_studies_best_and_trials(ran, capsys, tmp_path):
     assert row["study"] == "cli" and row["trials"] == 40 and row["target"] == "xdna2"
     assert main(["best", "cli", "--storage", storage, "--top", "3", "--json"]) == 0
     best = json.loads(capsys.readouterr().out)
-    assert len(best) == 3 and best[0]["tops"] == row["best_tops"]
+    assert len(best) == 3 and best[0]["tops"] == row["best"]
     assert best[0]["tops"] >= best[1]["tops"] >= best[2]["tops"]
     assert main(["best", "cli", "--storage", storage]) == 0
     assert "m_ct" in capsys.readouterr().out

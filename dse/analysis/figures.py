@@ -45,11 +45,30 @@ def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
 
 
 def history_figure(numbers: np.ndarray, values: np.ndarray, direction: str,
-                   metric: str) -> go.Figure:
-    """Every trial's objective (bucketed to the best per bucket past
-    :data:`HISTORY_POINTS` trials) and the best so far."""
+                   metric: str, evaluators: np.ndarray | None = None) -> go.Figure:
+    """Every trial's objective (bucketed to the best per bucket past :data:`HISTORY_POINTS`
+    trials) and the best so far; with ``evaluators`` (one per trial) naming several, each
+    evaluator's trials and best so far apart (a ladder's model and measurements are not one
+    series)."""
+    numbers, values = np.asarray(numbers), np.asarray(values, dtype=float)
+    names = list(dict.fromkeys(evaluators)) if evaluators is not None else []
+    fig = go.Figure()
+    if len(names) > 1:
+        for name in names:
+            chosen = np.asarray(evaluators) == name
+            _add_history(fig, numbers[chosen], values[chosen], direction, metric, f" ({name})")
+    else:
+        _add_history(fig, numbers, values, direction, metric, "")
+    fig.update_layout(title=f"Optimisation history ({len(values):,} trials)",
+                      xaxis_title="trial", yaxis_title=metric)
+    return fig
+
+
+def _add_history(fig: go.Figure, numbers: np.ndarray, values: np.ndarray, direction: str,
+                 metric: str, suffix: str) -> None:
+    """Add the trials' values (bucketed past :data:`HISTORY_POINTS`) and their best so far."""
     order = np.argsort(numbers, kind="stable")
-    numbers, values = np.asarray(numbers)[order], np.asarray(values, dtype=float)[order]
+    numbers, values = numbers[order], values[order]
     better = np.fmax if direction == "maximize" else np.fmin
     running = better.accumulate(values) if len(values) else values
     shown_x, shown_y, label = numbers, values, metric
@@ -59,12 +78,9 @@ def history_figure(numbers: np.ndarray, values: np.ndarray, direction: str,
         shown_y = better.reduceat(values, edges[:-1])
         label = f"{metric} (best of each {len(values) // HISTORY_POINTS}+ trials)"
         numbers, running = numbers[edges[1:] - 1], running[edges[1:] - 1]
-    fig = go.Figure([go.Scatter(x=shown_x, y=shown_y, mode="markers", name=label,
-                                  marker={"size": 5, "opacity": 0.6}),
-                     go.Scatter(x=numbers, y=running, mode="lines", name="best so far")])
-    fig.update_layout(title=f"Optimisation history ({len(values):,} trials)",
-                      xaxis_title="trial", yaxis_title=metric)
-    return fig
+    fig.add_trace(go.Scatter(x=shown_x, y=shown_y, mode="markers", name=label + suffix,
+                             marker={"size": 5, "opacity": 0.6}))
+    fig.add_trace(go.Scatter(x=numbers, y=running, mode="lines", name="best so far" + suffix))
 
 
 def balance_point(best: pd.DataFrame) -> pd.Series | None:
@@ -88,24 +104,29 @@ def balance_figures(ok: pd.DataFrame, best: pd.DataFrame) -> list[go.Figure]:
     ok = ok.assign(**{area: ok[rows] * ok[cols]})
     marks = []
     if not best.empty and pd.notna(best.iloc[0].get("t_comp_s")):
-        marks.append(("best config", best.iloc[0], "star"))
+        # "balance point" only in the sense of the paper's procedure: of the best configs, the
+        # one nearest t_comp = t_mem, however far that is (its ratio is in the legend)
         balanced = balance_point(best)
-        if balanced is not None and balanced["number"] != best.iloc[0]["number"]:
-            marks.append(("balance point", balanced, "diamond"))
+        nearest = f"most balanced of {len(best)} best"
+        same = balanced is not None and balanced["number"] == best.iloc[0]["number"]
+        marks.append((f"best, also the {nearest}," if same else "best",
+                      best.iloc[0], "star", "black"))
+        if balanced is not None and not same:
+            marks.append((nearest, balanced, "diamond", "crimson"))
     figures = []
     for axis in (area, depth):
         fig = go.Figure()
         for column, name in (("t_comp_s", "t_comp"), ("t_mem_s", "t_mem")):
             fig.add_trace(go.Scatter(x=ok[axis], y=ok[column], mode="markers", name=name,
                                      marker={"size": 5, "opacity": 0.5}))
-        for label, row, symbol in marks:
+        for label, row, symbol, colour in marks:
             x = row[rows] * row[cols] if axis == area else row[depth]
             fig.add_trace(go.Scatter(
                 x=[x, x], y=[row["t_comp_s"], row["t_mem_s"]], mode="markers+lines",
-                name=f"{label} #{row['number']} (t_comp/t_mem = "
+                name=f"{label} #{row['number']} (t_comp/t_mem "
                      f"{row['t_comp_s'] / row['t_mem_s']:.2f})",
-                marker={"size": 13, "symbol": symbol, "color": "black"},
-                line={"dash": "dot", "color": "black"}))
+                marker={"size": 13 if symbol == "star" else 10, "symbol": symbol,
+                        "color": colour}, line={"dash": "dot", "color": colour}))
         fig.update_layout(title=f"Balance: t_comp and t_mem against {axis}",
                           xaxis_title=axis, yaxis_title="seconds", yaxis_type="log")
         figures.append(fig)
@@ -140,16 +161,25 @@ def roofline_figure(ok: pd.DataFrame, target: Any, name: str = "configs",
 
 
 def parameter_importance(frame: pd.DataFrame, params: list[str], metric: str) -> pd.Series:
-    """Share of the metric's variance explained by each parameter alone (ANOVA eta squared)."""
+    """Share of the metric's variance explained by each parameter alone: ANOVA omega squared,
+    which, unlike eta squared, does not credit a parameter for having many values (a parameter
+    with a value per trial would otherwise explain everything). Parameters are coupled by the
+    space's rules, so the shares overlap and need not add up to 1."""
     values = frame[metric].astype(float)
+    values = values[values.notna()]
     total = float(((values - values.mean()) ** 2).sum())
     out = {}
     for name in params:
         if name not in frame or frame[name].nunique() < 2 or total == 0:
             continue
-        groups = frame.groupby(name)[metric]
+        groups = values.groupby(frame.loc[values.index, name])
+        k, n = len(groups), len(values)
+        if n <= k:  # a group per trial: nothing left to tell signal from noise
+            continue
         between = float((groups.count() * (groups.mean() - values.mean()) ** 2).sum())
-        out[name] = between / total
+        within_mean_square = (total - between) / (n - k)
+        omega = (between - (k - 1) * within_mean_square) / (total + within_mean_square)
+        out[name] = max(omega, 0.0)
     return pd.Series(out, dtype=float).sort_values(ascending=False)
 
 
@@ -162,8 +192,9 @@ def importance_figure(ok: pd.DataFrame, params: list[str], metric: str,
     fig = go.Figure(go.Bar(x=importance.values, y=importance.index, orientation="h"))
     sampled = (f"<br><sup>estimated from {len(ok):,} of {of_total:,} feasible trials, spread "
                "evenly</sup>" if of_total and of_total > len(ok) else "")
-    fig.update_layout(title=f"Parameter importance (variance of {metric} explained){sampled}",
-                      xaxis_title="share of variance", yaxis={"autorange": "reversed"})
+    fig.update_layout(title=f"Parameter importance, each parameter alone{sampled}",
+                      xaxis_title=f"share of the variance of {metric} it explains (ω²; "
+                      "parameters overlap: no sum to 1)", yaxis={"autorange": "reversed"})
     return fig
 
 
@@ -177,7 +208,10 @@ def pareto_figure(ok: pd.DataFrame, front: pd.DataFrame,
                                   marker={"size": 5, "opacity": 0.4}),
                      go.Scatter(x=front[mx], y=front[my], mode="markers", name="Pareto front",
                                 marker={"size": 10})])
-    fig.update_layout(title="Pareto front", xaxis_title=mx, yaxis_title=my)
+    title = ("Pareto front" if len(objectives) == 2 else
+             f"Pareto front over {len(objectives)} objectives, drawn on the first two (a front "
+             "point can look dominated here)")
+    fig.update_layout(title=title, xaxis_title=mx, yaxis_title=my)
     return fig
 
 
@@ -207,13 +241,18 @@ def fidelity_figures(ok: pd.DataFrame, params: list[str], metric: str) -> list[g
 def workload_figures(numbers: np.ndarray, values: np.ndarray, sample: pd.DataFrame,
                      best: pd.DataFrame, ladder: pd.DataFrame, params: list[str],
                      objectives: list[tuple[str, str]], target: Any,
-                     of_total: int | None = None) -> list[go.Figure]:
+                     of_total: int | None = None,
+                     evaluators: np.ndarray | None = None) -> list[go.Figure]:
     """Every plot of one workload: the history of ``numbers``/``values`` (the feasible trials'
-    first objective), balance, roofline, importance and Pareto front from ``sample`` (feasible
-    trials, all or an even sample of ``of_total``) with ``best`` marked, and model against
-    measurement from ``ladder`` (trials of configs several fidelities scored)."""
+    first objective, apart per evaluator of ``evaluators``), balance, roofline, importance and
+    Pareto front from ``sample`` (feasible trials, all or an even sample of ``of_total``) with
+    ``best`` marked, and model against measurement from ``ladder`` (trials of configs several
+    fidelities scored); none when nothing was feasible."""
     metric, direction = objectives[0]
-    figures: list[go.Figure | None] = [history_figure(numbers, values, direction, metric)]
+    if not len(numbers):
+        return []
+    figures: list[go.Figure | None] = [history_figure(numbers, values, direction, metric,
+                                                      evaluators)]
     if not sample.empty:
         shown = thin(sample, keep=best)
         figures += [*balance_figures(shown, best), roofline_figure(shown, target),

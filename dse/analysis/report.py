@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 from plotly.offline import get_plotlyjs
 
+from dse.analysis.columns import config_columns
 from dse.analysis.figures import figure_html, workload_figures
 from dse.storage import ResultStore
 from dse.study.query import best_trials, load_trials
@@ -24,8 +25,7 @@ from dse.target import load_target
 
 
 def _table(frame: pd.DataFrame, columns: list[str]) -> str:
-    shown = [c for c in columns if c in frame]
-    return frame[shown].to_html(index=False, float_format=lambda v: f"{v:.4g}",
+    return frame[columns].to_html(index=False, float_format=lambda v: f"{v:.4g}",
                                 classes="configs", border=0, escape=True)
 
 
@@ -33,14 +33,18 @@ def _workload_section(group: pd.DataFrame, params: list[str], objectives: list[t
                       target: Any) -> list[str]:
     metric = objectives[0][0]
     ok = group[group["status"] == "ok"]
-    best = best_trials(group, top=10)
     varying = [p for p in params if p in group and group[p].nunique() > 1]
-    parts = ["<h3>Best configurations</h3>" + _table(
-        best, ["number", *varying, "tops", "latency_s", "bound", "balance", "evaluator"])]
     if ok.empty:
-        return parts
+        reasons = group.groupby(["status", group["reason"].fillna("")]).size().nlargest(3)
+        return ["<p><b>No feasible configuration.</b> The commonest reasons:</p><ul>"
+                + "".join(f"<li>{n:,} {html.escape(str(status))}: {html.escape(str(reason))}"
+                          "</li>" for (status, reason), n in reasons.items()) + "</ul>"]
+    best = best_trials(group, top=10)
+    parts = ["<h3>Best configurations</h3>" + _table(
+        best, config_columns(best, varying, [m for m, _ in objectives]))]
     figures = workload_figures(ok["number"].to_numpy(), ok[metric].to_numpy(dtype=float), ok,
-                               best, ok, params, objectives, target)
+                               best, ok, params, objectives, target,
+                               evaluators=ok["evaluator"].to_numpy())
     return parts + [figure_html(f) for f in figures]
 
 
@@ -65,9 +69,10 @@ def write_report(storage: str | None, study: str, out: str | Path) -> Path:
             f"<script>{get_plotlyjs()}</script>"
             f"<title>dse report: {html.escape(study)}</title><style>"
             "body{font-family:sans-serif;margin:2em;max-width:1100px}"
+            "table.configs{display:block;overflow-x:auto}"
             "table.configs{border-collapse:collapse;font-size:13px}"
             "table.configs td,table.configs th{padding:3px 8px;border-bottom:1px solid #ddd}"
             "</style></head><body>" + "\n".join(body) + "</body></html>")
     path = Path(out)
-    path.write_text(page)
+    path.write_text(page, encoding="utf-8")
     return path

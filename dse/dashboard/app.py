@@ -22,6 +22,7 @@ from flask import Flask, Response, abort, render_template, request, url_for
 from plotly.offline import get_plotlyjs
 from werkzeug.exceptions import HTTPException
 
+from dse.analysis.columns import config_columns
 from dse.analysis.figures import (
     figure_html,
     history_figure,
@@ -38,10 +39,6 @@ from dse.study.query import list_studies
 from dse.workload import parse_workload
 
 PAGE_SIZES = (25, 50, 100, 250)
-# Columns of the configuration tables besides the parameters that vary in the study.
-SUMMARY_METRICS = ("latency_s", "t_comp_s", "t_mem_s", "bound", "balance", "l1_bytes",
-                   "dram_bytes")
-TRAILING = ("evaluator", "status")
 
 
 def create_app(storage: str | None, warm: bool = False) -> Flask:
@@ -113,6 +110,10 @@ def create_app(storage: str | None, warm: bool = False) -> Flask:
         except UsageError as exc:
             return render_template("trials.html", s=summary, table=None, error=str(exc),
                                    where=where, sort=sort, limit=limit), 400
+        last = max(1, math.ceil(page.total / limit))
+        if page_number > last:
+            abort(404, f"page {page_number} is past the last page ({last}) of the "
+                  f"{page.total:,} trials {'matching the filter' if where else 'of ' + name}")
         return render_template("trials.html", s=summary, error=None, where=where, sort=sort,
                                limit=limit, table=_table_view(summary, page, where, sort))
 
@@ -200,17 +201,17 @@ def _default_sort(summary: StudySummary) -> str:
 
 
 def _columns(summary: StudySummary, frame: pd.DataFrame) -> list[str]:
+    """The study's table columns for the rows of ``frame``: parameters that vary among the
+    feasible trials or in ``frame`` (a study with none feasible still shows its configs), and
+    the workload's columns that tell its workloads apart."""
     varying = [p for p in summary.params
-               if any(p in w.sample and w.sample[p].nunique() > 1 for w in summary.workloads)]
-    objectives = [o for o, _ in summary.objectives]
-    many = len(summary.workloads) > 1
-    columns = ["number", *(["shape", "dtype"] if many else []), *varying, *objectives,
-               *SUMMARY_METRICS, *TRAILING]
-    seen: list[str] = []
-    for c in columns:
-        if c in frame.columns and c not in seen:
-            seen.append(c)
-    return seen
+               if any(p in w.sample and w.sample[p].nunique() > 1 for w in summary.workloads)
+               or (p in frame and frame[p].nunique() > 1)]
+    workloads = []
+    if len(summary.workloads) > 1:
+        workloads = ["shape", "dtype"] + (
+            ["b_layout"] if len({w.b_layout for w in summary.workloads}) > 1 else [])
+    return config_columns(frame, varying, [o for o, _ in summary.objectives], workloads)
 
 
 def _table_view(summary: StudySummary, page: Any, where: str, sort: str) -> dict[str, Any]:
@@ -241,11 +242,12 @@ def _table_view(summary: StudySummary, page: Any, where: str, sort: str) -> dict
 def _workload_views(summary: StudySummary, workload: Any) -> dict[str, Any]:
     figures = workload_figures(workload.numbers, workload.values, workload.sample,
                                workload.best, workload.ladder, summary.params,
-                               summary.objectives, summary.target, of_total=workload.ok)
+                               summary.objectives, summary.target, of_total=workload.ok,
+                               evaluators=workload.evaluators)
     columns = _columns(summary, workload.best)
     return {"label": workload.label, "trials": workload.trials, "ok": workload.ok,
             "best": workload.best[columns].to_dict("records") if not workload.best.empty
-            else [], "columns": columns,
+            else [], "columns": columns, "reasons": workload.reasons,
             "figures": [figure_html(f) for f in figures]}
 
 

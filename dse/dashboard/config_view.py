@@ -77,7 +77,7 @@ def time_figure(row: pd.Series) -> go.Figure | None:
     fig = go.Figure(go.Bar(y=[p[0] for p in parts], x=[p[1] * 1e6 for p in parts],
                            orientation="h"))
     latency = _number(row, "latency_s")
-    title = "Time breakdown" + (f" (latency {latency * 1e6:,.1f} us)" if latency else "")
+    title = "Time breakdown" + (f" (latency {latency * 1e6:,.1f} µs)" if latency else "")
     fig.update_layout(title=title, xaxis_title="microseconds",
                       yaxis={"autorange": "reversed"}, height=120 + 28 * len(parts))
     return fig

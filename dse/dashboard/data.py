@@ -41,13 +41,17 @@ class WorkloadSummary:
     """One workload of a study: its best configs, objective history and rows to draw."""
 
     label: str
+    b_layout: str
     trials: int
     ok: int
     best: pd.DataFrame            # as ``dse best`` ranks them (full rows)
-    numbers: np.ndarray           # ok trials' numbers and first objective, for the history
-    values: np.ndarray
+    numbers: np.ndarray           # ok trials' numbers, first objective and evaluator, for
+    values: np.ndarray            # the history (a ladder's rungs are drawn apart)
+    evaluators: np.ndarray
     sample: pd.DataFrame          # ok trials spread over the study, the best included
     ladder: pd.DataFrame          # trials scored by more than one fidelity (full rows)
+    reasons: list[tuple[str, str, int]] = field(default_factory=list)  # (status, reason,
+    # trials) of the commonest reasons trials were infeasible or failed
 
 
 @dataclass
@@ -131,6 +135,19 @@ def _ladder_rows(session: Any, study_id: int, study: str, narrow: pd.DataFrame) 
     return trials_by_number(session, study_id, study, numbers)
 
 
+def _common_reasons(session: Any, study_id: int, workload_id: int,
+                    top: int = 3) -> list[tuple[str, str, int]]:
+    """The ``top`` commonest (status, reason, trials) of a workload's trials that were not ok."""
+    count = func.count()
+    return [(str(status), str(reason or ""), int(n)) for status, reason, n in session.execute(
+        select(m.TrialRow.status, m.EvaluationRow.reason, count)
+        .join(m.EvaluationRow, m.EvaluationRow.id == m.TrialRow.evaluation_id)
+        .where(m.TrialRow.study_id == study_id, m.TrialRow.workload_id == workload_id,
+               m.TrialRow.status != "ok")
+        .group_by(m.TrialRow.status, m.EvaluationRow.reason)
+        .order_by(count.desc(), m.TrialRow.status).limit(top))]
+
+
 def _sample_numbers(ok_numbers: np.ndarray) -> list[int]:
     """At most :data:`SAMPLE_ROWS` of a workload's feasible trials, spread evenly over them."""
     if len(ok_numbers) > SAMPLE_ROWS:
@@ -165,12 +182,16 @@ def summarise(store: ResultStore, study: str, top: int = 10) -> StudySummary:
                 named = sample if len(sample) else trials_by_number(
                     s, row.id, study, [int(group["number"].iloc[0])])
                 summary.params = named.attrs.get("params", [])
+            workload = workload_from_dict(bodies[int(workload_id)])
             summary.workloads.append(WorkloadSummary(
-                label=workload_from_dict(bodies[int(workload_id)]).label, trials=len(group),
+                label=workload.label, b_layout=workload.b_layout, trials=len(group),
                 ok=len(ok),
                 best=best, numbers=ok["number"].to_numpy(),
                 values=(ok[metric].to_numpy(dtype=float) if metric in ok
                         else np.full(len(ok), np.nan)),
+                evaluators=ok["evaluator"].to_numpy(),
+                reasons=_common_reasons(s, row.id, int(workload_id)) if len(ok) < len(group)
+                else [],
                 sample=pd.concat([sample, best]).drop_duplicates("number"),
                 ladder=ladder[ladder["number"].isin(set(group["number"]))]))
     return summary

@@ -134,34 +134,62 @@ def best_trials(frame: pd.DataFrame, top: int = 10) -> pd.DataFrame:
         group = group.drop_duplicates(subset=[c for c in identity if c in group.columns])
         if len(objectives) > 1:
             group = group[pareto_mask(group[metrics].to_numpy(dtype=float), maximize)]
-        parts.append(group.sort_values(metrics[0], ascending=not maximize[0]).head(
+        # stable: of equally good configs the earliest trial comes first, as in the dashboard
+        parts.append(group.sort_values(metrics[0], ascending=not maximize[0],
+                                       kind="stable").head(
             top if len(objectives) == 1 else len(group)))
     return pd.concat(parts)
 
 
-
 def list_studies(storage: ResultStore | str | None) -> pd.DataFrame:
-    """One row per study: target, workloads, trials, best throughput, status, last update."""
+    """One row per study: target, workloads, trials, its (first) objective and the best value of
+    it, status, last update. The best is judged as :func:`best_trials` judges it: on the most
+    faithful results of each workload (a ladder's measurements, not its model's predictions)."""
     store = storage_of(storage)
     with store.session() as s:
         counts = dict(s.execute(select(m.TrialRow.study_id, func.count())
                                 .group_by(m.TrialRow.study_id)).all())
-        best = dict(s.execute(
-            select(m.TrialRow.study_id, func.max(m.EvaluationRow.tops))
-            .join(m.EvaluationRow, m.EvaluationRow.id == m.TrialRow.evaluation_id)
-            .where(m.EvaluationRow.status == "ok").group_by(m.TrialRow.study_id)).all())
         rows: list[dict[str, Any]] = []
         for study, target in s.execute(select(m.StudyRow, m.TargetRow.name).join(
                 m.TargetRow, m.TargetRow.id == m.StudyRow.target_id).order_by(m.StudyRow.name)):
             workloads = [workload_from_dict(w) for w in study.spec.get("workloads", [])]
+            metric, direction = study.spec.get("objectives", [["tops", "maximize"]])[0]
             rows.append({
                 "study": study.name, "target": target,
-                "workloads": ", ".join(f"{w.shape} {w.dtype.name}" for w in workloads[:3])
+                "workloads": ", ".join(w.label for w in workloads[:3])
                 + (f" (+{len(workloads) - 3})" if len(workloads) > 3 else ""),
-                "trials": counts.get(study.id, 0), "best_tops": best.get(study.id),
+                "trials": counts.get(study.id, 0), "objective": metric,
+                "best": _best_value(s, study.id, metric, direction),
                 "status": study.status, "updated": study.updated_at})
-    return pd.DataFrame(rows, columns=["study", "target", "workloads", "trials", "best_tops",
-                                       "status", "updated"])
+    return pd.DataFrame(rows, columns=["study", "target", "workloads", "trials", "objective",
+                                       "best", "status", "updated"])
+
+
+def _best_value(session: Any, study_id: int, metric: str, direction: str) -> float | None:
+    """The best ``metric`` of a study's ok trials, from each workload's most faithful fidelity."""
+    from dse.study.paging import trial_columns  # paging builds on this module
+
+    if metric == "tops":  # a column of its own: no document to read
+        expr = m.EvaluationRow.tops
+    else:
+        column = trial_columns(session, study_id).get(metric)
+        if column is None or not column.numeric:
+            return None
+        expr = column.expr
+    pick = func.max if direction == "maximize" else func.min
+    groups = session.execute(in_study_trials(select(
+        m.TrialRow.workload_id, m.EvaluationRow.fidelity, pick(expr)), study_id)
+        .where(m.TrialRow.status == "ok")
+        .group_by(m.TrialRow.workload_id, m.EvaluationRow.fidelity)).all()
+    faithful: dict[int, tuple[int, float | None]] = {}
+    for workload_id, fidelity, value in groups:
+        rank = FIDELITY_RANK.get(fidelity, 0)
+        if workload_id not in faithful or rank > faithful[workload_id][0]:
+            faithful[workload_id] = (rank, value)
+    values = [float(v) for _, v in faithful.values() if v is not None]
+    if not values:
+        return None
+    return max(values) if direction == "maximize" else min(values)
 
 
 def fidelity_report(storage: ResultStore | str | None, study: str) -> list[dict[str, Any]]:

@@ -1,0 +1,23 @@
+"""Which columns a table of configurations shows, in the dashboard and in the static report."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+# Shown after the parameters and the objectives: what explains a config's time and footprint.
+SUMMARY_METRICS = ("latency_s", "t_comp_s", "t_mem_s", "bound", "balance", "l1_bytes",
+                   "dram_bytes")
+
+
+def config_columns(frame: pd.DataFrame, varying: Iterable[str], objectives: Iterable[str],
+                   workload_columns: Iterable[str] = ()) -> list[str]:
+    """The columns of ``frame`` a table shows: the trial number, ``workload_columns`` (for a
+    study of several workloads), the ``varying`` parameters, the ``objectives``, the summary
+    metrics, evaluator and status, and the reason when a row was not ok."""
+    columns = ["number", *workload_columns, *varying, *objectives, *SUMMARY_METRICS,
+               "evaluator", "status"]
+    if "reason" in frame and frame["reason"].fillna("").astype(str).ne("").any():
+        columns.append("reason")
+    return [c for c in dict.fromkeys(columns) if c in frame.columns]
