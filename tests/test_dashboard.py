@@ -143,6 +143,11 @@ def test_compare_page(client):
     assert page.status_code == 200
     assert "Best tops per workload" in page.text and "Best so far" in page.text
     assert page.text.count("best trial") == 3  # two workloads and one
+    # one roof per target and input type, however many workloads share it
+    page = client.get("/compare", query_string={"a": "two", "b": "min-dram"})
+    assert page.text.count("xdna2 int8 roof") == 1 and page.text.count("xdna2 bf16 roof") == 1
+    # the best is marked on the roofline (the balance plots' marks say more)
+    assert re.search(r'"name":"best #\d+"', client.get("/study/min-dram").text)
 
 
 def test_browsing_writes_nothing(client, studies):

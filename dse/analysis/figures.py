@@ -139,9 +139,11 @@ def ceilings(target: Any, input_type: str | None = None) -> tuple[float, float] 
 
 
 def roofline_figure(ok: pd.DataFrame, target: Any, name: str = "configs",
-                    fig: go.Figure | None = None) -> go.Figure | None:
-    """Throughput against operations per DRAM byte under the target's two ceilings; adds to
-    ``fig`` when given (to overlay studies)."""
+                    fig: go.Figure | None = None,
+                    best: pd.DataFrame | None = None) -> go.Figure | None:
+    """Throughput against operations per DRAM byte under the target's two ceilings, the best
+    config (first row of ``best``) marked; adds to ``fig`` when given (to overlay studies: each
+    target's roof is drawn once)."""
     input_type = str(ok["dtype"].iloc[0]).split("-")[0] if "dtype" in ok and len(ok) else None
     roof = ceilings(target, input_type)
     if roof is None or ok.empty or not {"dram_bytes", "tops", "latency_s"} <= set(ok.columns):
@@ -153,8 +155,17 @@ def roofline_figure(ok: pd.DataFrame, target: Any, name: str = "configs",
     fig = fig or go.Figure()
     fig.add_trace(go.Scatter(x=intensity, y=ok["tops"], mode="markers", name=name,
                                marker={"size": 5, "opacity": 0.6}))
-    fig.add_trace(go.Scatter(x=xs, y=np.minimum(peak, bandwidth * xs) / 1e12, mode="lines",
-                             name=f"{target.name} roof: min(peak, bandwidth x intensity)"))
+    if best is not None and not best.empty and pd.notna(best.iloc[0].get("dram_bytes")):
+        top = best.iloc[0]
+        fig.add_trace(go.Scatter(
+            x=[top["tops"] * top["latency_s"] * 1e12 / top["dram_bytes"]], y=[top["tops"]],
+            mode="markers", name=f"best #{top['number']}",
+            marker={"size": 13, "symbol": "star", "color": "black"}))
+    roof_name = (f"{target.name}{' ' + input_type if input_type else ''} roof: "
+                 "min(peak, bandwidth x intensity)")
+    if roof_name not in {trace.name for trace in fig.data}:
+        fig.add_trace(go.Scatter(x=xs, y=np.minimum(peak, bandwidth * xs) / 1e12,
+                                 mode="lines", name=roof_name))
     fig.update_layout(title="Roofline", xaxis_title="operations per DRAM byte",
                       yaxis_title="TOPS", xaxis_type="log", yaxis_type="log")
     return fig
@@ -255,7 +266,7 @@ def workload_figures(numbers: np.ndarray, values: np.ndarray, sample: pd.DataFra
                                                       evaluators)]
     if not sample.empty:
         shown = thin(sample, keep=best)
-        figures += [*balance_figures(shown, best), roofline_figure(shown, target),
+        figures += [*balance_figures(shown, best), roofline_figure(shown, target, best=best),
                     importance_figure(sample, params, metric, of_total=of_total),
                     pareto_figure(shown, best, objectives)]
     if not ladder.empty:

@@ -268,7 +268,7 @@ def _compare_figures(summaries: list[StudySummary]) -> list[str]:
             trace = history_figure(w.numbers, w.values, direction, metric).data[1]
             trace.name = f"{summary.name}: {w.label}"
             history.add_trace(trace)
-            roof = roofline_figure(w.sample, summary.target, name=summary.name, fig=roof)
+            roof = roofline_figure(w.sample, summary.target, name=trace.name, fig=roof)
     metric = summaries[0].objectives[0][0]
     best.update_layout(title=f"Best {metric} per workload", yaxis_title=metric,
                        barmode="group")
