@@ -292,9 +292,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     """``dse ingest``: store the offline runner's results; prints what was new."""
     from dse.offline.ingest import ingest
 
-    added = ingest(args.storage, args.results)
+    added = ingest(args.storage, args.results, args.accept_interpreted)
     print(f"{added['results']} results: {added['evaluations']} new evaluations, "
           f"{added['trials']} new trials")
+    if added["differ"]:
+        print(f"{added['differ']} results differ in status from the stored ones, which are kept "
+              "(a stored result is never replaced; to measure those configs again, run the "
+              "study under a new name or into another database)", file=sys.stderr)
     return 0
 
 
@@ -431,6 +435,9 @@ def add_study_commands(sub: Any) -> None:
 
     ing = sub.add_parser("ingest", help="store measurements made by the offline runner")
     ing.add_argument("results", metavar="results.json")
+    ing.add_argument("--accept-interpreted", action="store_true",
+                     help="store results of Triton's CPU interpreter (to try the offline path "
+                     "without a GPU; their timings are not the GPU's)")
     _storage_arg(ing)
     ing.set_defaults(func=cmd_ingest)
 

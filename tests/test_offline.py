@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -126,6 +127,7 @@ def _edit_first(data, **changes):
      "evaluator 'triton' measures triton_gemm configs, not cpu_gemm ones"),
     (lambda d: {**d, "evaluator": {**d["evaluator"], "version": "0"}},
      "measured by cpu version 0"),
+    (lambda d: _edit_first(d, metrics={"interpreted": True}), "run by Triton's interpreter"),
 ])
 def test_ingest_refuses_a_bad_record_and_stores_nothing(measured, tmp_path, capsys, edit,
                                                         message):
@@ -146,6 +148,25 @@ def test_ingest_skips_an_exact_repeat(measured, tmp_path, capsys):
     assert "4 results: 3 new evaluations, 3 new trials" in capsys.readouterr().out
 
 
+def test_ingest_keeps_a_stored_result_and_says_so(measured, tmp_path, capsys):
+    storage, data = measured
+    copy = tmp_path / "copy.db"
+    with sqlite3.connect(storage) as source, sqlite3.connect(copy) as target:
+        source.backup(target)  # the study's database, with what its WAL file holds
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps(data))
+    assert main(["ingest", str(first), "--storage", str(copy)]) == 0
+    again = tmp_path / "again.json"
+    failed = {**data["results"][0], "status": "failed", "reason": "no GPU", "metrics": {}}
+    again.write_text(json.dumps({**data, "results": [failed]}))
+    capsys.readouterr()
+    assert main(["ingest", str(again), "--storage", str(copy)]) == 0
+    captured = capsys.readouterr()
+    assert "1 results: 0 new evaluations, 0 new trials" in captured.out
+    assert "1 results differ in status from the stored ones, which are kept" in captured.err
+    assert (load_trials(str(copy), "m")["status"] == "ok").all()
+
+
 def test_bad_results_file(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "something-else"}))
@@ -153,10 +174,10 @@ def test_bad_results_file(tmp_path, capsys):
     assert "not a dse results file" in capsys.readouterr().err
 
 
-def _python_configs(path: Path, items: list[tuple[str, float]]) -> None:
+def _python_configs(path: Path, items: list[tuple[str, float]], extra: str = "") -> None:
     """A configs file of python jobs: ``measure(values)`` sleeps ``value`` seconds a config; a
-    negative value kills its process."""
-    source = ("import os, time\n"
+    negative value kills its process; ``extra`` is more of the module's source."""
+    source = extra + ("import os, time\n"
               "def measure(values):\n"
               "    if min(values) < 0:\n"
               "        os._exit(3)\n"
@@ -173,18 +194,50 @@ def _python_configs(path: Path, items: list[tuple[str, float]]) -> None:
 
 def test_runner_batches_python_jobs_and_survives_a_crash(tmp_path):
     """Neighbouring python jobs of one workload run as one call, in a child process: a call
-    whose process dies fails its own configs, and the next call runs."""
+    whose process dies is measured again in halves, so only the config at fault fails, and
+    the next call runs."""
     configs, results = tmp_path / "configs.json", tmp_path / "results.json"
     _python_configs(configs, [("a", 0.0), ("a", 0.01), ("b", -1.0), ("b", 0.0), ("c", 0.0)])
     done = subprocess.run([sys.executable, str(RUNNER), str(configs), str(results)],
                           capture_output=True, text=True)
     assert done.returncode == 0 and "[3-4/5]" in done.stderr, done.stderr
+    assert "measuring them again in halves" in done.stderr
     kept = json.loads(results.read_text())["results"]
     assert [(r["id"], r["status"]) for r in kept] == [
-        ("a-0.0", "ok"), ("a-0.01", "ok"), ("b--1.0", "failed"), ("b-0.0", "failed"),
+        ("a-0.0", "ok"), ("a-0.01", "ok"), ("b--1.0", "failed"), ("b-0.0", "ok"),
         ("c-0.0", "ok")]
     assert kept[0]["metrics"]["calls"] == 2 and "died" in kept[2]["reason"]
     assert kept[0]["metrics"]["pid"] != kept[4]["metrics"]["pid"]  # a fresh child a call
+
+
+def test_runner_stops_when_the_machine_cannot_run_the_jobs(tmp_path):
+    """A job module's preflight runs once before anything is measured: when it fails, the
+    runner exits 2 saying why, and no config is recorded as failed."""
+    configs, results = tmp_path / "configs.json", tmp_path / "results.json"
+    _python_configs(configs, [("a", 0.0), ("b", 0.0)],
+                    extra="def preflight(job):\n    raise RuntimeError('no GPU here')\n")
+    done = subprocess.run([sys.executable, str(RUNNER), str(configs), str(results)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "cannot run these jobs: RuntimeError: no GPU here" in \
+        done.stderr, done.stderr
+    assert json.loads(results.read_text())["results"] == []
+
+
+def test_runner_refuses_a_bad_configs_file_or_results_path_before_measuring(tmp_path):
+    configs = tmp_path / "configs.json"
+    _python_configs(configs, [("a", 0.0)])
+    for args, message in (([str(configs), str(tmp_path / "nowhere" / "r.json")],
+                           "no such directory"),
+                          ([str(tmp_path / "absent.json"), str(tmp_path / "r.json")],
+                           "cannot read the configs file"),
+                          ([str(RUNNER), str(tmp_path / "r.json")], "cannot read")):
+        done = subprocess.run([sys.executable, str(RUNNER), *args], capture_output=True,
+                              text=True)
+        assert done.returncode == 2 and message in done.stderr, (args, done.stderr)
+    (tmp_path / "list.json").write_text("[1, 2]")
+    done = subprocess.run([sys.executable, str(RUNNER), str(tmp_path / "list.json"),
+                           str(tmp_path / "r.json")], capture_output=True, text=True)
+    assert done.returncode == 2 and "not a configs file" in done.stderr
 
 
 def test_runner_cut_short_keeps_what_finished(tmp_path):

@@ -203,7 +203,7 @@ def test_compile_errors_are_infeasible_with_the_reason(interpreted):
     assert "power of 2" in outcome["reason"] or "power of two" in outcome["reason"]
 
 
-def test_offline_runner_round_trip(tmp_path):
+def test_offline_runner_round_trip(tmp_path, capsys):
     _interpreter_or_skip()
     from dse.study.query import load_trials
     from dse.study.runner import run_study
@@ -234,7 +234,10 @@ def test_offline_runner_round_trip(tmp_path):
     data = json.loads(results.read_text())
     assert [r["status"] for r in data["results"]] == ["ok", "ok"]
     assert all(r["metrics"]["torch_tflops"] > 0 for r in data["results"])
-    assert main(["ingest", str(results), "--storage", storage]) == 0
+    # the interpreter's timings are not a GPU's: refused unless asked for
+    assert main(["ingest", str(results), "--storage", storage]) == 2
+    assert "run by Triton's interpreter" in capsys.readouterr().err
+    assert main(["ingest", str(results), "--storage", storage, "--accept-interpreted"]) == 0
     frame = load_trials(storage, "tri")
     measured = frame[frame["evaluator"] == "triton"]
     assert len(measured) == 2 and (measured["status"] == "ok").all()
@@ -280,7 +283,7 @@ def test_a_ladder_measures_its_gpu_rung_offline(tmp_path, capsys):
     assert load_trials(storage, "offl")["evaluator"].tolist() == ["analytical"] * 6
     log = _run_offline_jobs(configs, results)
     assert "[1-3/6]" in log and "[4-6/6]" in log  # one call per workload
-    assert main(["ingest", str(results), "--storage", storage]) == 0
+    assert main(["ingest", str(results), "--storage", storage, "--accept-interpreted"]) == 0
     assert main(command) == 0
     assert "the study is complete" in capsys.readouterr().out
     frame = load_trials(storage, "offl")

@@ -59,8 +59,10 @@ def _check_metrics(result: EvalResult, where: str) -> None:
 class _Checker:
     """Checks the records of one results file against its study and evaluator."""
 
-    def __init__(self, path: str | Path, spec: Mapping[str, Any], evaluator: Any) -> None:
+    def __init__(self, path: str | Path, spec: Mapping[str, Any], evaluator: Any,
+                 accept_interpreted: bool = False) -> None:
         self.path, self.spec, self.evaluator = path, spec, evaluator
+        self.accept_interpreted = accept_interpreted
         self.workloads = {canonical_key(w): w for w in spec["workloads"]}
         self.seen: dict[str, tuple[str, Mapping[str, Any]]] = {}
         self.contexts: dict[str, Any] = {}  # one per workload: its target, space and checks
@@ -144,6 +146,11 @@ class _Checker:
             result = EvalResult(Status(status), params, metrics,
                                 None if reason is None else str(reason), float(elapsed))
         _check_metrics(result, where)
+        if result.metrics.get("interpreted") is True and not self.accept_interpreted:
+            raise UsageError(f"{where}: run by Triton's interpreter on the CPU "
+                             f"({result.metrics.get('device', 'no GPU')}), not on the GPU: its "
+                             "timings would pass for the hardware's; ingest a GPU run's results "
+                             "(or pass --accept-interpreted to try the offline path)")
         return result
 
 
@@ -158,7 +165,8 @@ def _check_file(path: str | Path, data: Any) -> None:
                              f"{data.get(key)!r:.80}")
 
 
-def _checked(path: str | Path, data: Any, store: ResultStore) -> tuple[Any, Any, list[_Record]]:
+def _checked(path: str | Path, data: Any, store: ResultStore,
+             accept_interpreted: bool) -> tuple[Any, Any, list[_Record]]:
     """The study row, the evaluator and every record of a results file, all checked."""
     with store.session() as s:
         study = store.require_study(s, data["study"])
@@ -167,19 +175,22 @@ def _checked(path: str | Path, data: Any, store: ResultStore) -> tuple[Any, Any,
     if spec_ev.get("version", evaluator.version) != evaluator.version:
         raise UsageError(f"{path}: measured by {evaluator.name} version {spec_ev['version']}, "
                          f"this dse has version {evaluator.version}; export the configs again")
-    checker = _Checker(path, study.spec, evaluator)
+    checker = _Checker(path, study.spec, evaluator, accept_interpreted)
     records = [checker.record(i, entry) for i, entry in enumerate(data["results"])]
     return study, evaluator, [r for r in records if r is not None]
 
 
-def ingest(storage: str | None, path: str | Path) -> dict[str, int]:
+def ingest(storage: str | None, path: str | Path,
+           accept_interpreted: bool = False) -> dict[str, int]:
     """Store a results file (all of it, or nothing when a record is bad); returns how many
-    results it held and how many evaluations and trials were new."""
+    results it held, how many evaluations and trials were new, and how many results were
+    already stored with another status (the stored one is kept: a result is never replaced).
+    Results of Triton's CPU interpreter are refused unless ``accept_interpreted``."""
     data = read_json(path, "results file")
     _check_file(path, data)
     store = ResultStore(storage, existing=True)
-    study, evaluator, records = _checked(path, data, store)
-    added = {"evaluations": 0, "trials": 0, "results": len(data["results"])}
+    study, evaluator, records = _checked(path, data, store, accept_interpreted)
+    added = {"evaluations": 0, "trials": 0, "results": len(data["results"]), "differ": 0}
     provenance = data.get("provenance") if isinstance(data.get("provenance"), dict) else {}
     host = str(provenance.get("host", "offline"))
     with store.session() as s:
@@ -199,6 +210,7 @@ def ingest(storage: str | None, path: str | Path) -> dict[str, int]:
                 "tops": result.metrics.get("tops"), "elapsed_s": result.elapsed_s,
                 "host": host, "versions": provenance, "created_at": now()}])
             added["evaluations"] += not before
+            added["differ"] += bool(before) and before[config_id].status != result.status.value
             key = config_key(ctx.space.name, result.params)
             if key in store.trialled_keys(s, study.id, workload_id, evaluator.name):
                 continue

@@ -13,7 +13,10 @@ workload that differ only in their ``batch`` argument in one call. The results f
 after every call, so a run cut short keeps what finished (ingest it, and export what is left).
 With ``--time-limit``, no call starts after that many seconds, and a python job stops measuring
 (it sees the deadline in ``DSE_RUNNER_DEADLINE``, seconds since the epoch): the configs not
-measured are left out of the results, to be exported again after ingest.
+measured are left out of the results, to be exported again after ingest. A python job's module
+may check the machine first (``preflight``): without what the jobs need, the runner stops with
+exit status 2 and measures nothing, rather than record every config as failed. A call that
+fails as a whole (its process died) is measured again in halves, down to the config at fault.
 """
 
 from __future__ import annotations
@@ -125,24 +128,56 @@ def _call_entry(source: str, entry: str, args: dict[str, Any]) -> Any:
     return getattr(_module(source), entry)(**args)
 
 
-def run_python(job: dict[str, Any]) -> list[dict[str, Any]]:
-    """``entry(**args)`` of the module whose source the job carries, in a fresh child process (a
-    crash, or a GPU error that poisons the process's CUDA context, fails this call's configs
-    only): one outcome per element of the job's ``batch`` argument (a list), or one outcome
-    when it has none."""
+class CallFailed(Exception):
+    """A python job's call failed as a whole (its process died, or its entry raised): no
+    outcome is known for any of its configs."""
+
+
+def _in_child(source: str, entry: str, args: dict[str, Any]) -> Any:
+    """``entry(**args)`` of the module of ``source`` in a fresh child process (a crash, or a
+    GPU error that poisons the process's CUDA context, ends that process only).
+
+    Raises:
+        CallFailed: the process died or the entry raised.
+    """
     import concurrent.futures
     import multiprocessing
 
-    count = len(job["args"][job["batch"]]) if "batch" in job else 1
     try:
         with concurrent.futures.ProcessPoolExecutor(
                 1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            outcome = pool.submit(_call_entry, job["source"], job["entry"], job["args"]).result()
+            return pool.submit(_call_entry, source, entry, args).result()
     except concurrent.futures.process.BrokenProcessPool:
-        return [{"status": "failed", "reason": "the process running the job died"}] * count
-    except Exception as exc:  # noqa: BLE001 - the results file says what went wrong
-        return [{"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}] * count
+        raise CallFailed("the process running the job died") from None
+    except Exception as exc:  # noqa: BLE001 - the caller reports it
+        raise CallFailed(f"{type(exc).__name__}: {exc}"[:2000]) from None
+
+
+def run_python(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """``entry(**args)`` of the module whose source the job carries, in a fresh child process:
+    one outcome per element of the job's ``batch`` argument (a list), or one outcome when it
+    has none.
+
+    Raises:
+        CallFailed: the call failed as a whole.
+    """
+    outcome = _in_child(job["source"], job["entry"], job["args"])
     return outcome if isinstance(outcome, list) else [outcome]
+
+
+def preflight(job: dict[str, Any]) -> str | None:
+    """Why this machine cannot run ``job`` (None when it can, or cannot tell): a python job's
+    module may define ``preflight(job)``, called here once, in a child process, with the
+    first element of the job's batch, before any config is measured, so a missing GPU or
+    compiler stops the run instead of failing every config."""
+    if job["kind"] != "python" or not hasattr(_module(job["source"]), "preflight"):
+        return None
+    first = job["args"][job["batch"]][0] if "batch" in job else job["args"]
+    try:
+        _in_child(job["source"], "preflight", {"job": first})
+    except CallFailed as exc:
+        return str(exc)
+    return None
 
 
 def _same_call(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -179,10 +214,36 @@ def _merged(jobs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def perform(job: dict[str, Any]) -> list[dict[str, Any]]:
-    """Outcomes of a job: one per element of a python job's batch, else one."""
+    """Outcomes of a job: one per element of a python job's batch, else one.
+
+    Raises:
+        CallFailed: a python job's call failed as a whole.
+    """
     if job["kind"] == "python":
         return run_python(job)
     return [RUNNERS[job["kind"]](job)]
+
+
+def _out_of_time() -> bool:
+    deadline = os.environ.get(DEADLINE_VARIABLE)
+    return deadline is not None and time.time() >= float(deadline)
+
+
+def measure(configs: list[dict[str, Any]], group: list[int]) -> list[dict[str, Any]]:
+    """Outcomes of one call's configs. A call that fails as a whole is split in halves, each
+    measured again in a fresh process, down to the config that fails alone (recorded failed,
+    with the reason); what the time limit leaves is skipped."""
+    try:
+        return perform(_merged([configs[i]["job"] for i in group]))
+    except CallFailed as exc:
+        if len(group) == 1:
+            return [{"status": "failed", "reason": str(exc)}]
+        if _out_of_time():
+            return [{"status": SKIPPED}] * len(group)
+        half = len(group) // 2
+        print(f"  the call of {len(group)} configs failed ({str(exc)[:200]}); measuring them "
+              "again in halves", file=sys.stderr, flush=True)
+        return measure(configs, group[:half]) + measure(configs, group[half:])
 
 
 RUNNERS = {"cpu": run_cpu, "command": run_command}
@@ -211,27 +272,63 @@ def _arguments(argv: list[str]) -> tuple[str, str, float | None] | None:
     return (argv[0], argv[1], limit) if len(argv) == 2 and (limit is None or limit > 0) else None
 
 
+def _load(configs_path: str, results_path: str) -> dict[str, Any]:
+    """The configs file, checked enough to run; raises ValueError saying what is wrong (before
+    anything is measured: a results file that cannot be written is found now, not after the
+    first hour)."""
+    folder = os.path.dirname(os.path.abspath(results_path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"{results_path}: no such directory {folder}")
+    try:
+        with open(configs_path, encoding="utf-8") as handle:
+            exported = json.load(handle)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{configs_path}: cannot read the configs file: {exc}") from None
+    if not isinstance(exported, dict) or not isinstance(exported.get("configs"), list) \
+            or not all(isinstance(c, dict) and isinstance(c.get("job"), dict)
+                       and c["job"].get("kind") in (*RUNNERS, "python")
+                       for c in exported["configs"]):
+        raise ValueError(f"{configs_path}: not a configs file written by dse (a list "
+                         "'configs' of jobs of kind cpu, command or python)")
+    return exported
+
+
 def main(argv: list[str]) -> int:
     """``runner.py CONFIGS RESULTS [--time-limit S]``: measure every exported config (those
-    there is time for), rewriting the results file after each call; 2 (and the usage) on a
-    wrong command line."""
+    there is time for), rewriting the results file after each call; 2 on a wrong command line
+    or configs file (with the usage or the reason), or when this machine cannot run the jobs
+    (with what is missing: nothing is measured then)."""
     parsed = _arguments(argv)
     if parsed is None:
         print(__doc__, file=sys.stderr)
         return 2
     configs_path, results_path, limit = parsed
+    try:
+        exported = _load(configs_path, results_path)
+    except ValueError as exc:
+        print(f"runner: {exc}", file=sys.stderr)
+        return 2
     if limit is not None:
         os.environ[DEADLINE_VARIABLE] = str(time.time() + limit)  # python jobs' children see it
-    with open(configs_path) as handle:
-        exported = json.load(handle)
     configs, results, written = exported["configs"], [], False
+    checked: set[str] = set()
     for group in calls(configs):
-        if limit is not None and time.time() >= float(os.environ[DEADLINE_VARIABLE]):
+        if _out_of_time():
             break
-        print(f"[{group[0] + 1}-{group[-1] + 1}/{len(configs)}] "
-              f"{configs[group[0]]['job']['kind']} ...", file=sys.stderr, flush=True)
+        job = configs[group[0]]["job"]
+        if job["kind"] == "python" and job["source"] not in checked:
+            checked.add(job["source"])
+            problem = preflight(job)
+            if problem is not None:
+                _write(results_path, exported, results)
+                print(f"runner: this machine cannot run these jobs: {problem}\n"
+                      f"(nothing more was measured; {len(results)} results in {results_path})",
+                      file=sys.stderr)
+                return 2
+        print(f"[{group[0] + 1}-{group[-1] + 1}/{len(configs)}] {job['kind']} ...",
+              file=sys.stderr, flush=True)
         start = time.perf_counter()
-        outcomes = perform(_merged([configs[i]["job"] for i in group]))
+        outcomes = measure(configs, group)
         each = (time.perf_counter() - start) / len(group)
         for index, outcome in zip(group, outcomes, strict=True):
             if outcome.get("status") == SKIPPED:
