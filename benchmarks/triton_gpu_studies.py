@@ -27,6 +27,8 @@ from pathlib import Path
 
 import yaml
 
+from dse.cli_args import positive_int
+from dse.errors import DseError
 from dse.formatting import table
 from dse.study.query import best_trials, fidelity_report, load_trials
 from dse.study.runner import run_study
@@ -77,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     the exit status (2 when the GPU cannot be used here)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="h200", choices=("h200", "h100"))
-    parser.add_argument("--keep", type=int, default=60, help="hardware trials a shape")
+    parser.add_argument("--keep", type=positive_int, default=60,
+                        help="hardware trials a shape")
     parser.add_argument("--storage", help="SQLite file or URL (default: a temporary file)")
     parser.add_argument("--offline", metavar="DIR", help="without a GPU here: write each "
                         "study's hardware trials to DIR/NAME.jobs.json for "
@@ -99,8 +102,12 @@ def main(argv: list[str] | None = None) -> int:
         jobs = Path(args.offline) / f"{raw['name']}.jobs.json" if args.offline else None
         if jobs is not None:
             jobs.parent.mkdir(parents=True, exist_ok=True)
-        summary = run_study(study_from_dict(raw), storage,
-                            offline=str(jobs) if jobs else None)
+        try:
+            summary = run_study(study_from_dict(raw), storage,
+                                offline=str(jobs) if jobs else None)
+        except DseError as exc:  # a changed --keep on a database that has the studies, say
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         if summary.offline is not None and summary.offline.configs:
             pending.append((raw["name"], jobs, len(summary.offline.configs)))
     if pending:

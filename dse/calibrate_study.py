@@ -33,10 +33,15 @@ FREE: dict[str, list[tuple[str, str]]] = {
     "cpu_gemm": [("model", "flops_per_s"), ("model", "call_s"),
                  ("model", "c_update_bytes_per_s"), ("model", "row_s")],
     "xdna_gemm": [("dram", "peak_bytes_per_s"), ("overheads", "dispatch_s")],
-    # the GPU model's assumptions (dse/targets/h100.toml, h200.toml: [model])
+    # the GPU model's assumptions (dse/targets/h100.toml, h200.toml: [model]); the launch cost
+    # too, which a decode-like GEMM's few microseconds cannot hide
     "triton_gemm": [("model", "mma_efficiency"), ("model", "step_overhead_cycles"),
-                    ("model", "l2_bytes_per_s"), ("model", "hbm_efficiency")],
+                    ("model", "l2_bytes_per_s"), ("model", "hbm_efficiency"),
+                    ("model", "launch_s")],
 }
+# shares of a peak cannot pass it: the fit keeps them at most this
+UPPER: dict[str, float] = {"model.mma_efficiency": 1.0, "model.hbm_efficiency": 1.0}
+LOG_RANGE = 5.0  # a coefficient moves at most e^5 either way
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,9 @@ def calibrate_study(storage: str | None, study: str, evaluator: str, against: st
 
     keys = [f"{section}.{key}" for section, key in free]
     start = np.array([getattr(getattr(target, s_), k) for s_, k in free], dtype=float)
+    upper = np.array([max(min(LOG_RANGE, np.log(UPPER[key] / value)), 1e-9)
+                      if key in UPPER else LOG_RANGE for key, value in zip(keys, start,
+                                                                           strict=True)])
 
     def fitted_on(mask: np.ndarray) -> Any:
         def residual(x: np.ndarray) -> np.ndarray:
@@ -123,7 +131,7 @@ def calibrate_study(storage: str | None, study: str, evaluator: str, against: st
 
         from scipy.optimize import least_squares
 
-        x = least_squares(residual, np.zeros(len(keys)), bounds=(-5.0, 5.0)).x
+        x = least_squares(residual, np.zeros(len(keys)), bounds=(-LOG_RANGE, upper)).x
         return _with(target, dict(zip(keys, start * np.exp(x), strict=True)))
 
     # held-out error: each fold predicted by coefficients fitted on the other folds

@@ -61,10 +61,24 @@ def test_space_has_exactly_the_triton_parameters():
     (dict(BLOCK_M=16, BLOCK_N=16, num_warps=4), "4 warps need a C tile of at least 1024"),
     (dict(BLOCK_M=96), "powers of two only"),
     (dict(SPLIT_K=128, BLOCK_K=64), "exceeds K=4096"),
+    (dict(num_warps=64), "num_warps=64 is 2,048 threads; a block holds 1,024"),
 ])
 def test_constraints_say_why(params, reason):
     result = scored("4096x4096x4096", **params)
     assert not result.ok and reason in result.reason
+
+
+def test_swizzle_groups_that_walk_alike_are_one_config():
+    """Every GROUP_M at least the grid's block rows walks the programs in the same order: only
+    the smallest of them is a config; left out, GROUP_M defaults to at most that one."""
+    assert scored("64x4096x4096", BLOCK_M=64, GROUP_M=1).ok
+    refused = scored("64x4096x4096", BLOCK_M=64, GROUP_M=2)
+    assert not refused.ok and "over the 1 block row of M=64 walks as GROUP_M=1" in \
+        refused.reason
+    assert scored("96x4096x4096", BLOCK_M=32, GROUP_M=4).ok  # 3 rows: 4 is the covering one
+    assert not scored("96x4096x4096", BLOCK_M=32, GROUP_M=8).ok
+    ctx = build_context("h200", "bf16-bf16", "64x4096x4096")
+    assert ctx.space.resolve({"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64})["GROUP_M"] == 2
 
 
 @pytest.mark.parametrize("shape", ["1x4096x4096", "8x4096x4096", "4096x8x4096"])
@@ -79,10 +93,10 @@ def test_model_wave_quantisation_and_decode_shapes():
     assert big.ok and big.metrics["bound"] == "compute" and big.metrics["programs"] == 1024
     slots = 132 * big.metrics["resident_per_sm"]
     assert big.metrics["waves"] == -(-1024 // slots)
-    decode = scored("64x4096x4096", BLOCK_M=64)
+    decode = scored("64x4096x4096", BLOCK_M=64, GROUP_M=1)  # one block row: nothing to swizzle
     assert decode.metrics["programs"] == 32 and decode.metrics["wave_efficiency"] < 0.5
     # split-K fills idle SMs on a decode-like GEMM
-    split = scored("64x4096x4096", BLOCK_M=64, SPLIT_K=4)
+    split = scored("64x4096x4096", BLOCK_M=64, GROUP_M=1, SPLIT_K=4)
     assert split.metrics["programs"] == 4 * decode.metrics["programs"]
     assert split.metrics["latency_s"] < decode.metrics["latency_s"]
 
@@ -402,7 +416,11 @@ def test_calibrating_the_gpu_model_against_measurements(tmp_path):
     interpreted_ladder(storage, "cal", 6, "spread")
     report = calibrate_study(storage, "cal", "analytical", "triton", tmp_path / "fit.toml")
     assert set(report.fitted) == {"model.mma_efficiency", "model.step_overhead_cycles",
-                                  "model.l2_bytes_per_s", "model.hbm_efficiency"}
+                                  "model.l2_bytes_per_s", "model.hbm_efficiency",
+                                  "model.launch_s"}
+    # a share of a peak stays a share, whatever the measurements
+    assert 0 < report.fitted["model.mma_efficiency"] <= 1
+    assert 0 < report.fitted["model.hbm_efficiency"] <= 1
     refit = load_target(str(report.out))
     assert refit.model.step_overhead_cycles == pytest.approx(
         report.fitted["model.step_overhead_cycles"], rel=1e-6)

@@ -112,9 +112,12 @@ def _module(source: str) -> Any:
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     module = _MODULES.get(digest)
     if module is None:
-        path = f"{tempfile.mkdtemp(prefix='dse-job-')}/dse_job_{digest}.py"
-        with open(path, "w") as handle:
-            handle.write(source)
+        # named by its content: every call (a child process each) reuses the one file
+        path = os.path.join(tempfile.gettempdir(), f"dse_job_{digest}.py")
+        if not os.path.exists(path):
+            with open(f"{path}.{os.getpid()}", "w", encoding="utf-8") as handle:
+                handle.write(source)
+            os.replace(f"{path}.{os.getpid()}", path)
         spec = importlib.util.spec_from_file_location(f"dse_job_{digest}", path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module

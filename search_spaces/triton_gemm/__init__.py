@@ -28,7 +28,8 @@ HELP = {"BLOCK_M": "rows of C a program computes (power of two)",
         "num_warps": "warps a program runs (power of two)",
         "GROUP_M": "program-id swizzle: block rows walked together so A and B tiles are "
                    "reused from L2",
-        "SPLIT_K": "programs sharing one C tile's K (partial sums added atomically)"}
+        "SPLIT_K": "programs sharing one C tile's K (each stores its fp32 partial sums; the "
+                   "last to arrive adds them up)"}
 
 
 def _params() -> dict[str, Param]:
@@ -37,6 +38,17 @@ def _params() -> dict[str, Param]:
 
 def _pow2(x: np.ndarray) -> np.ndarray:
     return (x > 0) & ((x & (x - 1)) == 0)
+
+
+def _covering(rows: int) -> int:
+    """The smallest power of two at least ``rows``: the GROUP_M every larger one walks as."""
+    return 1 << (max(rows, 1) - 1).bit_length()
+
+
+def _swizzle_reason(group: int, block_m: int, m: int) -> str:
+    rows = -(-m // block_m)
+    return (f"GROUP_M={group} over the {rows} block row{'s' if rows != 1 else ''} of M={m} "
+            f"walks as GROUP_M={_covering(rows)} does")
 
 
 def warpgroup_mma(b: ConfigBatch, device: Any) -> np.ndarray:
@@ -140,6 +152,14 @@ def _rules(target: GpuTarget, w: GemmWorkload) -> tuple[Rule, ...]:
              lambda b: covers(b, "BLOCK_M", w.M) & covers(b, "BLOCK_N", w.N)
              & covers(b, "BLOCK_K", w.K),
              lambda b, i: f"blocks {fmt(b, i, BLOCKS)} exceed the {w.M}x{w.K}x{w.N} problem"),
+        Rule("threads", "at most 1,024 threads a block (32 warps)",
+             lambda b: b["num_warps"] <= 32,
+             lambda b, i: f"num_warps={int(b['num_warps'][i])} is "
+                          f"{32 * int(b['num_warps'][i]):,} threads; a block holds 1,024"),
+        Rule("swizzle", "GROUP_M no larger than the grid's block rows need: a larger group walks "
+             "the programs in the same order as the smallest one covering every row",
+             lambda b: b["GROUP_M"] < 2 * -(-w.M // b["BLOCK_M"]),
+             lambda b, i: _swizzle_reason(int(b["GROUP_M"][i]), int(b["BLOCK_M"][i]), w.M)),
         Rule("split_k", "each of SPLIT_K programs gets at least one BLOCK_K step",
              lambda b: b["SPLIT_K"] * b["BLOCK_K"] <= max(w.K, 16),
              lambda b, i: f"SPLIT_K={int(b['SPLIT_K'][i])} x BLOCK_K="
@@ -167,6 +187,15 @@ class TritonGemmSpace(SearchSpaceBase):
 
     def defaults(self) -> dict[str, Any]:
         return {"num_stages": 3, "num_warps": 4, "GROUP_M": 8, "SPLIT_K": 1}
+
+    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """As for every space; GROUP_M, when not given, is 8 or the smallest group covering
+        the grid's block rows when there are fewer (the swizzle rule refuses larger ones)."""
+        params = super().resolve(given)
+        if "GROUP_M" not in given:
+            rows = -(-self.workload.M // params["BLOCK_M"]) if params["BLOCK_M"] > 0 else 1
+            params["GROUP_M"] = min(params["GROUP_M"], _covering(rows))
+        return params
 
     def chunks(self, fix: Mapping[str, Any] | None = None,
                free: Iterable[str] = ()) -> Iterator[tuple[ConfigBatch, int]]:
