@@ -34,6 +34,8 @@ def interpreting() -> bool:
 def _build_kernel() -> Any:
     # module globals: Triton resolves names in the kernel's globals when it compiles
     global triton, tl
+    # fused multiply-adds, as every Triton before 3.9 compiles (3.9 warns when this is unset)
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     import triton
     import triton.language as tl
 

@@ -95,11 +95,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
     jobs = [job_of(params, _context(data["target"], w.dtype.name, w.shape, w.b_layout))
             for w, params in items]
 
+    terminal = sys.stderr.isatty()
+
     def progress(done: int, total: int) -> None:
-        print(f"\rcompiled {done}/{total} for sm_{arch}", end="", file=sys.stderr, flush=True)
+        if terminal:  # one line, rewritten
+            print(f"\rcompiled {done}/{total} for sm_{arch}", end="", file=sys.stderr,
+                  flush=True)
+        elif done % 10 == 0 or done == total:  # a log: a line now and then
+            print(f"compiled {done}/{total} for sm_{arch}", file=sys.stderr, flush=True)
 
     results = compile_many(jobs, arch, args.workers, progress)
-    print(file=sys.stderr)
+    if terminal:
+        print(file=sys.stderr)
     limit = target.device.smem_per_block_bytes
     rows = []
     for (workload, params), result in zip(items, results, strict=True):
