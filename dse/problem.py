@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,6 +34,22 @@ def build_evaluator(name: str, options: Mapping[str, Any] | None = None) -> Any:
         raise UsageError(f"evaluator {name!r} has no option {unknown[0]!r}; options: "
                          f"{', '.join(accepted) or 'none'}")
     try:
-        return cls(**(options or {}))
+        evaluator = cls(**(options or {}))
     except (TypeError, ValueError) as exc:
         raise UsageError(f"evaluator {name!r}: {exc}") from None
+    changed = _result_options(cls, options or {})
+    if changed:  # results under other options are other results: not served to this one
+        evaluator.version = f"{cls.version}+{changed}"
+    return evaluator
+
+
+def _result_options(cls: Any, options: Mapping[str, Any]) -> str:
+    """The options given that change what ``cls`` reports (its ``result_options``) and differ
+    from their defaults, as ``name=value,...`` (a digest when long: a version holds 50)."""
+    defaults = {n: p.default for n, p in inspect.signature(cls).parameters.items()}
+    changed = [f"{n}={options[n]}" for n in getattr(cls, "result_options", ())
+               if n in options and options[n] != defaults.get(n)]
+    text = ",".join(changed)
+    if len(text) > 30:
+        text = "options:" + hashlib.sha256(text.encode()).hexdigest()[:12]
+    return text

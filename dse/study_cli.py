@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,9 +71,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                          "(keep, and budget: {trials: N} on a rung)")
     spec = spec.with_overrides(trials=args.trials, workers=args.workers)
     progress = _Progress()
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # kill, docker stop, Slurm: as Ctrl-C
     try:
         summary = run_study(spec, args.storage, args.ray_address, progress, args.offline)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         progress.close()
     storage = args.storage if args.storage is not None else spec.storage
     _print_summary(summary, storage)
@@ -83,6 +86,11 @@ def cmd_run(args: argparse.Namespace) -> int:
               "resume", file=sys.stderr)
         return 130
     return 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM stops a run as Ctrl-C does: what finished is committed, the study released."""
+    raise KeyboardInterrupt
 
 
 def _run_command(args: argparse.Namespace) -> str:

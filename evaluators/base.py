@@ -26,9 +26,12 @@ class Evaluator(Protocol):
     """Scores a batch of configurations; expected failures come back as results."""
 
     name: ClassVar[str]
-    version: ClassVar[str]
+    version: ClassVar[str]  # with options that change results, build_evaluator extends it
     fidelity: ClassVar[str]
     spaces: ClassVar[tuple[str, ...]]  # names of the search spaces it can score
+    # optional: the options that change what it reports (not only how fast): a result is
+    # served from the store only to a study that gives them the same values
+    # result_options: ClassVar[tuple[str, ...]]
 
     def evaluate(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
         """Evaluate every config of ``batch`` (same order, one result each).

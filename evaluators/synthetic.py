@@ -26,6 +26,7 @@ class SyntheticEvaluator:
 
     name: ClassVar[str] = "synthetic"
     version: ClassVar[str] = "1"
+    result_options: ClassVar[tuple[str, ...]] = ("fail_fraction",)
     fidelity: ClassVar[str] = "synthetic"
     spaces: ClassVar[tuple[str, ...]] = ("xdna_gemm",)  # search spaces it can score
 

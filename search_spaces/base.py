@@ -229,10 +229,11 @@ class SearchSpaceBase(ABC):
         rules = {r.name: r for r in self._all_rules()}
         return rules[rule].check(self._context(batch))
 
-    def explain(self, batch: ConfigBatch, i: int) -> str | None:
-        """Why config ``i`` is infeasible (every rule it breaks), or None when it is feasible."""
+    def explain(self, batch: ConfigBatch, i: int, rules: int | None = None) -> str | None:
+        """Why config ``i`` is infeasible (every rule it breaks, of the first ``rules`` when
+        given), or None when it is feasible."""
         context = self._context(batch_take(batch, np.array([i])))
-        reasons = [rule.explain(context, 0) for rule in self.constraints
+        reasons = [rule.explain(context, 0) for rule in self.constraints[:rules]
                    if not rule.check(context)[0]]
         return "; ".join(reasons) if reasons else None
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from dse.study.query import load_trials
+import socket
+import time
+
+import pytest
+
+from dse.errors import UsageError
+from dse.study.query import list_studies, load_trials
 from dse.study.runner import run_study
 from tests.study_helpers import make_spec
 
@@ -19,3 +25,17 @@ def test_study_on_two_ray_workers(tmp_path):
     ok = frame[frame["status"] == "ok"]
     assert len(ok) and (ok["tops"] > 0).all() and (ok["elapsed_s"] >= 0.05).all()
     assert set(frame["status"]) <= {"ok", "infeasible", "failed"}
+
+
+def test_a_cluster_address_where_nothing_answers_is_refused_at_once(tmp_path):
+    """Ray would retry such an address for many minutes, the study leased all the while."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    storage = str(tmp_path / "r.db")
+    spec = make_spec(evaluator={"name": "synthetic", "options": {"work_s": 0.01}}, workers=2)
+    start = time.monotonic()
+    with pytest.raises(UsageError, match=f"127.0.0.1:{port}: nothing answers there"):
+        run_study(spec, storage, ray_address=f"127.0.0.1:{port}")
+    assert time.monotonic() - start < 30
+    assert list_studies(storage)["status"].tolist() != ["running"]  # the lease was released

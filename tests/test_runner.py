@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import optuna
 import pytest
 from sqlalchemy import func, select
@@ -10,7 +13,9 @@ from dse.errors import UsageError
 from dse.storage import ResultStore
 from dse.storage import models as m
 from dse.storage.journal import SqlJournalBackend
-from dse.study.query import best_trials, load_trials
+from dse.storage.store import now
+from dse.study import runner
+from dse.study.query import best_trials, list_studies, load_trials
 from dse.study.runner import run_study
 from tests.study_helpers import make_spec
 
@@ -128,19 +133,22 @@ def test_changed_definition_is_refused(tmp_path):
         run_study(make_spec(sampler="tpe"), storage)
 
 
-def test_time_budget_stops_the_study(tmp_path):
-    storage = str(tmp_path / "r.db")
+def test_time_budget_stops_the_study(storage_url):
+    storage = storage_url
     spec = make_spec(evaluator={"name": "synthetic", "options": {"work_s": 0.02}},
                      budget={"time_s": 0.5})
     summary = run_study(spec, storage)
     assert 1 <= summary.workloads[0].trials < 200
     assert len(load_trials(storage, "t")) == summary.workloads[0].trials
+    # stored as the study's status (PostgreSQL refuses one longer than its column)
+    assert summary.status == "out of time"
+    assert list_studies(storage)["status"].tolist() == ["out of time"]
 
 
 def test_a_time_budget_shorter_than_the_setup_still_runs_a_round(tmp_path):
     spec = make_spec(budget={"time_s": 1e-9}, batch_size=4)
     summary = run_study(spec, str(tmp_path / "r.db"))
-    assert summary.status == "stopped by the time budget"
+    assert summary.status == "out of time"
     assert [w.trials for w in summary.workloads] == [4]
 
 
@@ -198,3 +206,54 @@ def test_sampled_tiles_fit_a_small_l1(tmp_path):
                         workload={"shape": "1024x1024x1024", "dtype": "int8-int8"}), storage)
     frame = load_trials(storage, "t")
     assert (frame["status"] == "ok").sum() >= 20
+
+
+def test_a_repeat_within_a_batch_is_served_not_evaluated_twice(tmp_path):
+    spec = make_spec(evaluator={"name": "synthetic", "options": {"work_s": 0.0}}, batch_size=8,
+                     space={"fix": {"m_ct": 64, "k_ct": 64, "n_ct": 64, "k_mt": 256}},
+                     budget={"trials": 24})
+    (workload,) = run_study(spec, str(tmp_path / "r.db")).workloads
+    assert (workload.trials, workload.evaluated, workload.cached) == (24, 1, 23)
+
+
+def test_a_study_s_own_rules_and_result_options_do_not_reach_other_studies(tmp_path):
+    """What only a study's optional constraints refuse, or what an evaluator reports under
+    options that change results, is stored apart: a study without them evaluates afresh."""
+    storage = str(tmp_path / "r.db")
+    run_study(make_spec("strict", space={"constraints": ["dma_bound"]},
+                        budget={"trials": 60}), storage)
+    strict = load_trials(storage, "strict")
+    assert strict["reason"].fillna("").str.contains("DMA bound").any()
+    run_study(make_spec("plain", budget={"trials": 60}), storage)  # the same configs asked
+    plain = load_trials(storage, "plain")
+    assert not plain["reason"].fillna("").str.contains("DMA bound").any()
+    assert plain["cached"].any()  # what both rule sets agree on is still shared
+
+    failing = {"name": "synthetic", "options": {"work_s": 0.0, "fail_fraction": 1.0}}
+    run_study(make_spec("failing", evaluator=failing, budget={"trials": 20}), storage)
+    assert set(load_trials(storage, "failing")["status"]) <= {"failed", "infeasible"}
+    working = {"name": "synthetic", "options": {"work_s": 0.0}}
+    summary = run_study(make_spec("working", evaluator=working, budget={"trials": 20}),
+                        storage)
+    assert summary.workloads[0].failed == 0
+    failed = load_trials(storage, "failing")
+    assert set(failed.loc[failed["status"] == "failed", "version"]) == {"1+fail_fraction=1.0"}
+
+
+def test_the_lease_is_renewed_while_an_evaluation_outlasts_it(tmp_path, monkeypatch):
+    """An evaluation longer than the lease (hardware, a full simulation) must not let another
+    runner take the study: the runner renews its lease while it waits."""
+    monkeypatch.setattr(runner, "LEASE_S", 1.0)
+    storage = str(tmp_path / "r.db")
+    spec = make_spec(evaluator={"name": "synthetic", "options": {"work_s": 2.5}},
+                     batch_size=1, budget={"trials": 1})
+    thread = threading.Thread(target=run_study, args=(spec, storage))
+    thread.start()
+    try:
+        time.sleep(2.0)  # the evaluation is still running, the first lease long over
+        store = ResultStore(storage)
+        with store.session() as s:
+            study = store.require_study(s, "t")
+            assert study.status == "running" and study.lease_until > now()
+    finally:
+        thread.join(timeout=30)

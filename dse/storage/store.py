@@ -256,10 +256,13 @@ class ResultStore:
         study.status, study.updated_at = "running", current
 
     def release(self, study_name: str, owner: str, status: str) -> None:
+        """End ``owner``'s run of the study with ``status``; a study another runner has taken
+        over since (this one's lease lapsed) keeps that runner's lease and status."""
         with self.session() as s:
             study = self.require_study(s, study_name)
-            if study.owner == owner:
-                study.owner, study.lease_until = None, None
+            if study.owner not in (owner, None):
+                return
+            study.owner, study.lease_until = None, None
             study.status, study.updated_at = status, now()
 
     def trial_count(self, s: Session, study_id: int, workload_id: int | None = None) -> int:

@@ -164,7 +164,10 @@ def _evaluate_once(runner: StudyRunner, ctx: EvalContext, workload_id: int,
     with runner.store.session() as s:
         done = runner.store.trialled_keys(s, runner.study_id, workload_id, evaluator.name)
     keys = [config_key(ctx.space.name, c) for c in configs]
-    fresh = [c for c, k in zip(configs, keys, strict=True) if k not in done]
+    # what this study has a trial and a result of (a result stored under other options of the
+    # rung's evaluator, by an older dse, is not one: measured again)
+    results = runner.recorder.lookup(workload_id, [k for k in keys if k in done], evaluator)
+    fresh = [c for c, k in zip(configs, keys, strict=True) if k not in results]
     # a slow rung goes in rounds, so progress shows and Ctrl-C keeps what finished; 8 a round
     # at least, so an evaluator that compiles a round in parallel (triton) still can
     size = len(fresh) if hasattr(evaluator, "score") else max(8, 2 * pool.workers)
@@ -173,9 +176,7 @@ def _evaluate_once(runner: StudyRunner, ctx: EvalContext, workload_id: int,
     for start in range(0, len(fresh), max(size, 1)):
         measured += runner.evaluate_and_record(ctx, workload_id, fresh[start:start + size],
                                                summary, evaluator, pool, stage)
-    results = dict(zip([config_key(ctx.space.name, c) for c in fresh], measured, strict=True))
-    old = [k for k in keys if k in done]
-    results.update(runner.recorder.lookup(workload_id, old, evaluator))
+    results.update(zip([config_key(ctx.space.name, c) for c in fresh], measured, strict=True))
     return [results[k] for k in keys]
 
 

@@ -38,6 +38,22 @@ class InProcessPool:
         pass
 
 
+def _require_listening(address: str) -> None:
+    """Refuse a ``host:port`` (or ``ray://host:port``) where nothing accepts a connection within
+    5 s: ray.init would retry for many minutes, holding the study's lease."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as exc:
+        raise UsageError(f"--ray-address {address}: nothing answers there ({exc}); start a "
+                         "cluster with `ray start --head` and give the address it prints, or "
+                         "`auto` for one on this machine") from None
+
+
 class RayPool:
     """Ray tasks on a local embedded Ray (``workers`` CPUs) or a cluster; a batch is split into
     two chunks per worker (fewer tasks than configs, still balanced)."""
@@ -51,6 +67,8 @@ class RayPool:
         self._device = getattr(evaluator, "device", None)
         resources = {f"dse_device_{self._device}": 1} if self._device else None
         if self._started:
+            if address:
+                _require_listening(address)
             try:
                 ray.init(address=address, num_cpus=None if address else workers,
                          resources=None if address else resources,

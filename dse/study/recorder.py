@@ -76,11 +76,22 @@ class Recorder:
         return found
 
     def add(self, workload_id: int, keys: list[str], configs: list[dict[str, Any]],
-            results: list[EvalResult], cached: list[bool], evaluator: Any = None) -> None:
-        ev = evaluator or self.evaluator
-        for key, params, result, hit in zip(keys, configs, results, cached, strict=True):
+            results: list[EvalResult], cached: list[bool], evaluators: list[Any] | None = None,
+            commit: bool = True) -> None:
+        """Queue trials (``evaluators``: one per config, default the study's); with ``commit``,
+        write the window if it is full or old (see :meth:`maybe_flush`)."""
+        chosen = evaluators or [self.evaluator] * len(keys)
+        for key, params, result, hit, ev in zip(keys, configs, results, cached, chosen,
+                                                strict=True):
             self._pending.append(_Trial(workload_id, key, params, result, hit, ev))
             self._results.setdefault((workload_id, ev.name, ev.version, key), result)
+        if commit:
+            self.maybe_flush()
+
+    def maybe_flush(self) -> None:
+        """Write the window if it holds ``commit_every`` trials or is ``commit_interval_s``
+        old. A sampler's study calls this after telling Optuna the results, so a window
+        never holds trials whose results its journal lacks."""
         if (len(self._pending) >= self.commit_every
                 or time.monotonic() - self._last_commit >= self.commit_interval_s):
             self.flush()

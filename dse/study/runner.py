@@ -8,9 +8,13 @@ Infeasible configs are told to Optuna as pruned, failed ones as failed; both kee
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import socket
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -167,6 +171,19 @@ class StudyRunner:
     def _renew_lease(self, s: Any) -> None:
         self.store.acquire(s, self.store.require_study(s, self.spec.name), self.owner, LEASE_S)
 
+    def _keep_leased(self, stop: threading.Event) -> None:
+        """Renew the lease every quarter of its length until ``stop``: commits renew it too,
+        but an evaluation longer than the lease (a hardware run, a full simulation) must not
+        let another runner take the study meanwhile."""
+        while not stop.wait(LEASE_S / 4):
+            try:
+                with self.store.session() as s:
+                    self._renew_lease(s)
+            except Exception as exc:  # noqa: BLE001 - the next commit reports it properly
+                print(f"dse: could not renew the lease of study {self.spec.name!r}: {exc}",
+                      file=sys.stderr)
+                return
+
     def out_of_time(self) -> bool:
         """Whether the time budget is spent; never before the run's first round, so a budget
         shorter than building a workload's space still makes progress."""
@@ -182,17 +199,21 @@ class StudyRunner:
         self.deadline = start + time_s if time_s else None
         summaries: list[WorkloadSummary] = []
         status = "finished"
+        stop = threading.Event()
+        threading.Thread(target=self._keep_leased, args=(stop,), daemon=True,
+                         name="dse-lease").start()
         try:
             for workload in self.spec.workloads:
                 summaries.append(self._run_workload(workload))
                 if self.out_of_time():
-                    status = "stopped by the time budget"
+                    status = "out of time"  # the time budget (a status holds 20 characters)
                     break
             self.recorder.flush()
         except KeyboardInterrupt:
             status = "interrupted"
             self.recorder.flush()
         finally:
+            stop.set()
             self.pool.close()
             self.store.release(self.spec.name, self.owner, status)
         if self.offline is not None and self.offline_path is not None:
@@ -235,33 +256,45 @@ class StudyRunner:
                                                            budget - summary.trials)
             trials = [study.ask(distributions) for _ in range(n)]
             configs = [encoding.decode(t.params) for t in trials]
-            results = self.evaluate_and_record(ctx, workload_id, configs, summary)
+            results = self.evaluate_and_record(ctx, workload_id, configs, summary,
+                                               commit=False)
             self._tell(study, trials, results)
+            self.recorder.maybe_flush()  # the window holds the results and their tells
         return summary
 
     # -- evaluation with the store as a cache -------------------------------------------------
     def evaluate_and_record(self, ctx: EvalContext, workload_id: int,
                             configs: list[dict[str, Any]], summary: WorkloadSummary,
                             evaluator: Any = None, pool: Any = None,
-                            stage: Stage | None = None) -> list[EvalResult]:
-        """Results for ``configs`` in order (stored ones reused), queued for the next commit.
+                            stage: Stage | None = None, commit: bool = True
+                            ) -> list[EvalResult]:
+        """Results for ``configs`` in order (stored ones reused), queued for the next commit
+        (made now if the window is due, unless ``commit`` is false).
 
         ``evaluator`` and ``pool`` default to the study's (a ladder passes each rung's);
         ``stage`` is what the progress bar counts, by default the workload's trials against the
-        study's budget."""
+        study's budget. A config only the study's own rules refuse (its optional constraints or
+        ranges) is stored under a version of the evaluator of its own (see
+        :class:`_StudyRules`), so it is never served to a study without those rules."""
         evaluator, pool = evaluator or self.evaluator, pool or self.pool
         keys = [config_key(ctx.space.name, c) for c in configs]
         known = self.recorder.lookup(workload_id, keys, evaluator)
-        cached = [k in known for k in keys]
         todo: dict[str, int] = {}  # config key -> first index needing it (dedupe in a batch)
         for i, key in enumerate(keys):
             if key not in known:
                 todo.setdefault(key, i)
-        fresh = self._evaluate_new(ctx, [configs[i] for i in todo.values()], evaluator, pool)
+        # a repeat within the batch is served from its first occurrence, as from the store
+        cached = [k in known or todo[k] != i for i, k in enumerate(keys)]
+        fresh, by_study_rules = self._evaluate_new(ctx, [configs[i] for i in todo.values()],
+                                                   evaluator, pool)
         known.update(zip(todo, fresh, strict=True))
+        rules = _StudyRules.of(evaluator, self.spec)
+        recorded_by = {k: rules if refused else evaluator
+                       for k, refused in zip(todo, by_study_rules, strict=True)}
         results = [EvalResult(known[k].status, c, known[k].metrics, known[k].reason,
                               known[k].elapsed_s) for k, c in zip(keys, configs, strict=True)]
-        self.recorder.add(workload_id, keys, configs, results, cached, evaluator)
+        self.recorder.add(workload_id, keys, configs, results, cached,
+                          [recorded_by.get(k, evaluator) for k in keys], commit=commit)
         summary.trials += len(configs)
         summary.cached += sum(cached)
         summary.evaluated += len(todo)
@@ -281,23 +314,30 @@ class StudyRunner:
         return results
 
     def _evaluate_new(self, ctx: EvalContext, configs: list[dict[str, Any]], evaluator: Any,
-                      pool: Any) -> list[EvalResult]:
+                      pool: Any) -> tuple[list[EvalResult], list[bool]]:
+        """Results of configs not evaluated before, and whether only the study's own rules
+        (its optional constraints, which the space checks last, or its ranges) refused each."""
         if not configs:
-            return []
+            return [], []
         batch = ctx.space.encode(configs)
-        feasible = ctx.space.check(batch).ok
+        feasibility = ctx.space.check(batch)
+        own_rules_from = len(ctx.space.constraints) - len(self.spec.space.constraints)
         out: list[EvalResult | None] = [None] * len(configs)
+        by_study_rules = [False] * len(configs)
         for i, config in enumerate(configs):
             reason = _range_reason(self.spec, config)
-            if reason or not feasible[i]:
-                out[i] = EvalResult(Status.INFEASIBLE, config,
-                                    reason=reason or ctx.space.explain(batch, i))
+            if reason or not feasibility.ok[i]:
+                by_study_rules[i] = bool(reason) or \
+                    feasibility.first_failed[i] >= own_rules_from
+                # a refusal every study shares names the space's own rules only
+                out[i] = EvalResult(Status.INFEASIBLE, config, reason=reason or ctx.space.explain(
+                    batch, i, None if by_study_rules[i] else own_rules_from))
         runnable = [i for i, r in enumerate(out) if r is None]
         if runnable:
             sub = {k: v[runnable] for k, v in batch.items()}
             for i, result in zip(runnable, pool.evaluate(evaluator, sub, ctx), strict=True):
                 out[i] = result
-        return [r for r in out if r is not None]
+        return [r for r in out if r is not None], by_study_rules
 
     def _tell(self, study: optuna.Study, trials: list[optuna.Trial],
               results: list[EvalResult]) -> None:
@@ -308,6 +348,24 @@ class StudyRunner:
             trial.set_user_attr("reason", (result.reason or "")[:500])
             state = TrialState.PRUNED if result.status is Status.INFEASIBLE else TrialState.FAIL
             study.tell(trial, state=state)
+
+
+@dataclass(frozen=True)
+class _StudyRules:
+    """Stands for an evaluator in the store when a study's own rules (optional constraints,
+    ranges) refuse a config: the same name and fidelity, a version that names the rules, so
+    the refusal is shared only with studies that have the same rules."""
+
+    name: str
+    version: str
+    fidelity: str
+
+    @classmethod
+    def of(cls, evaluator: Any, spec: StudySpec) -> _StudyRules:
+        rules = json.dumps([sorted(spec.space.constraints),
+                            sorted((k, list(v)) for k, v in spec.space.ranges.items())])
+        tag = hashlib.sha256(rules.encode()).hexdigest()[:8]
+        return cls(evaluator.name, f"{evaluator.version}+rules:{tag}", evaluator.fidelity)
 
 
 def _range_reason(spec: StudySpec, config: dict[str, Any]) -> str | None:

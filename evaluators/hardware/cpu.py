@@ -39,6 +39,7 @@ class CpuEvaluator:
 
     name: ClassVar[str] = "cpu"
     version: ClassVar[str] = "1"
+    result_options: ClassVar[tuple[str, ...]] = ("timeout_s",)  # a timeout is a result
     fidelity: ClassVar[str] = "hardware"
     spaces: ClassVar[tuple[str, ...]] = ("cpu_gemm",)  # search spaces it can score
     device = "cpu0"

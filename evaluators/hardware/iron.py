@@ -150,6 +150,7 @@ class IronEvaluator:
 
     name: ClassVar[str] = "iron"
     version: ClassVar[str] = "1"
+    result_options: ClassVar[tuple[str, ...]] = ("flow", "timeout_s")
     fidelity: ClassVar[str] = "hardware"
     spaces: ClassVar[tuple[str, ...]] = ("xdna_gemm",)  # search spaces it can score
     device = "npu0"
