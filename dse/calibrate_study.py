@@ -118,7 +118,9 @@ def calibrate_study(storage: str | None, study: str, evaluator: str, against: st
         return np.concatenate(out_)
 
     keys = [f"{section}.{key}" for section, key in free]
-    start = np.array([getattr(getattr(target, s_), k) for s_, k in free], dtype=float)
+    # a share above its peak in the target file starts at the peak (the fit keeps it there)
+    start = np.array([min(getattr(getattr(target, s_), k), UPPER.get(f"{s_}.{k}", np.inf))
+                      for s_, k in free], dtype=float)
     upper = np.array([max(min(LOG_RANGE, np.log(UPPER[key] / value)), 1e-9)
                       if key in UPPER else LOG_RANGE for key, value in zip(keys, start,
                                                                            strict=True)])

@@ -39,17 +39,29 @@ def build_evaluator(name: str, options: Mapping[str, Any] | None = None) -> Any:
         raise UsageError(f"evaluator {name!r}: {exc}") from None
     changed = _result_options(cls, options or {})
     if changed:  # results under other options are other results: not served to this one
-        evaluator.version = f"{cls.version}+{changed}"
+        evaluator.version = short_version(f"{cls.version}+{changed}")
     return evaluator
+
+
+VERSION_CHARS = 30  # of the 50 a stored version holds: a study's rules may add 15
+
+
+def short_version(version: str) -> str:
+    """``version`` itself when short enough to store, else its head and a digest."""
+    if len(version) <= VERSION_CHARS:
+        return version
+    digest = hashlib.sha256(version.encode()).hexdigest()[:12]
+    return f"{version[:VERSION_CHARS - 13]}~{digest}"
 
 
 def _result_options(cls: Any, options: Mapping[str, Any]) -> str:
     """The options given that change what ``cls`` reports (its ``result_options``) and differ
-    from their defaults, as ``name=value,...`` (a digest when long: a version holds 50)."""
+    from their defaults, as ``name=value,...`` (numbers written alike: 60 and 60.0 are one)."""
     defaults = {n: p.default for n, p in inspect.signature(cls).parameters.items()}
-    changed = [f"{n}={options[n]}" for n in getattr(cls, "result_options", ())
-               if n in options and options[n] != defaults.get(n)]
-    text = ",".join(changed)
-    if len(text) > 30:
-        text = "options:" + hashlib.sha256(text.encode()).hexdigest()[:12]
-    return text
+
+    def text(value: Any) -> str:
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        return f"{float(value):g}" if numeric else str(value)
+
+    return ",".join(f"{n}={text(options[n])}" for n in getattr(cls, "result_options", ())
+                    if n in options and options[n] != defaults.get(n))

@@ -174,16 +174,18 @@ def test_bad_results_file(tmp_path, capsys):
     assert "not a dse results file" in capsys.readouterr().err
 
 
-def _python_configs(path: Path, items: list[tuple[str, float]], extra: str = "") -> None:
-    """A configs file of python jobs: ``measure(values)`` sleeps ``value`` seconds a config; a
-    negative value kills its process; ``extra`` is more of the module's source."""
+def _python_configs(path: Path, items: list[tuple[str, float]], extra: str = "",
+                    first: str = "", on_crash: str = "") -> None:
+    """A configs file of python jobs: ``measure(values)`` runs ``first`` (source lines), then
+    sleeps ``value`` seconds a config; a negative value runs ``on_crash`` and kills its
+    process; ``extra`` is more of the module's source."""
     source = extra + ("import os, time\n"
-              "def measure(values):\n"
-              "    if min(values) < 0:\n"
-              "        os._exit(3)\n"
-              "    time.sleep(sum(values))\n"
-              "    return [{'status': 'ok', 'metrics': {'latency_s': v, 'calls': len(values),"
-              " 'pid': os.getpid()}} for v in values]\n")
+                      "def measure(values):\n" + first +
+                      "    if min(values) < 0:\n" + on_crash +
+                      "        os._exit(3)\n"
+                      "    time.sleep(sum(values))\n"
+                      "    return [{'status': 'ok', 'metrics': {'latency_s': v, "
+                      "'calls': len(values), 'pid': os.getpid()}} for v in values]\n")
     configs = [{"id": f"{workload}-{value}", "workload": {"shape": workload}, "params": {},
                 "job": {"kind": "python", "source": source, "entry": "measure",
                         "batch": "values", "args": {"values": [value]}}}
@@ -221,6 +223,37 @@ def test_runner_stops_when_the_machine_cannot_run_the_jobs(tmp_path):
     assert done.returncode == 2 and "cannot run these jobs: RuntimeError: no GPU here" in \
         done.stderr, done.stderr
     assert json.loads(results.read_text())["results"] == []
+
+
+def test_runner_leaves_out_a_call_whose_entry_raises(tmp_path):
+    """An entry that raises is no config's fault: its configs are left unmeasured (exported
+    again later), the other calls run, and the exit status says so."""
+    configs, results = tmp_path / "configs.json", tmp_path / "results.json"
+    _python_configs(configs, [("a", 0.0), ("b", 0.5), ("b", 0.0), ("c", 0.0)],
+                    first="    if 0.5 in values:\n"
+                          "        raise MemoryError('out of GPU memory')\n")
+    done = subprocess.run([sys.executable, str(RUNNER), str(configs), str(results)],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "MemoryError: out of GPU memory" in done.stderr
+    assert [r["id"] for r in json.loads(results.read_text())["results"]] == ["a-0.0", "c-0.0"]
+    assert "2 of 4 configs not measured" in done.stderr
+
+
+def test_runner_stops_when_the_machine_is_lost_mid_run(tmp_path):
+    """A call dies and, measured alone, its config dies again; if the machine's preflight now
+    fails too (a GPU gone), the config is not blamed: the runner stops with exit 2."""
+    configs, results = tmp_path / "configs.json", tmp_path / "results.json"
+    marker = str(tmp_path / "gone")
+    _python_configs(configs, [("a", 0.0), ("b", -1.0), ("c", 0.0)], extra=(
+        "import os as _os\n"
+        f"def preflight(job):\n    if _os.path.exists({marker!r}):\n"
+        "        raise RuntimeError('the GPU fell off the bus')\n"),
+        on_crash=f"        open({marker!r}, 'w').close()\n")
+    done = subprocess.run([sys.executable, str(RUNNER), str(configs), str(results)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "stopped running these jobs" in done.stderr
+    assert "the GPU fell off the bus" in done.stderr
+    assert [r["id"] for r in json.loads(results.read_text())["results"]] == ["a-0.0"]
 
 
 def test_runner_refuses_a_bad_configs_file_or_results_path_before_measuring(tmp_path):

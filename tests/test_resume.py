@@ -17,7 +17,7 @@ from dse.errors import UsageError
 from dse.storage import ResultStore
 from dse.storage import models as m
 from dse.storage.journal import SqlJournalBackend
-from dse.study.query import load_trials
+from dse.study.query import list_studies, load_trials
 from dse.study.runner import StudyRunner, run_study
 from dse.study.spec import load_study
 
@@ -91,17 +91,22 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert len(complete) == int((frame["status"] == "ok").sum())
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_commits_what_finished_then_resumes(tmp_path, stop):
-    """Ctrl-C, and SIGTERM (kill, docker stop, a batch scheduler), stop a run cleanly."""
+@pytest.mark.parametrize(("stop", "workers"), [(signal.SIGINT, 1), (signal.SIGTERM, 1),
+                                               (signal.SIGTERM, 2)],
+                         ids=["ctrl-c", "sigterm", "sigterm-with-ray"])
+def test_ctrl_c_commits_what_finished_then_resumes(tmp_path, stop, workers):
+    """Ctrl-C, and SIGTERM (kill, docker stop, a batch scheduler), stop a run cleanly, also
+    once Ray (which installs a SIGTERM handler of its own) has started."""
     storage = str(tmp_path / "results.db")
     path = study_file(tmp_path, "interrupted", trials=200, work_s=0.02)
-    proc = subprocess.Popen([*DSE, "run", str(path), "--storage", storage],
+    proc = subprocess.Popen([*DSE, "run", str(path), "--storage", storage, "--workers",
+                             str(workers)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: stored_trials(storage, "interrupted") >= 20)
     proc.send_signal(stop)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "run `dse run" in err
+    assert proc.returncode == 130 and "run `dse run" in err, err[-2000:]
+    assert list_studies(storage)["status"].tolist() == ["interrupted"]
     stopped_at = stored_trials(storage, "interrupted")
     assert 20 <= stopped_at < 200
     summary = run_study(load_study(path), storage)

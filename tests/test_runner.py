@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
 import optuna
 import pytest
+from optuna.storages.journal._storage import JournalOperation
 from sqlalchemy import func, select
 
 from dse.errors import UsageError
@@ -16,6 +19,7 @@ from dse.storage.journal import SqlJournalBackend
 from dse.storage.store import now
 from dse.study import runner
 from dse.study.query import best_trials, list_studies, load_trials
+from dse.study.recorder import deferred_interrupts
 from dse.study.runner import run_study
 from tests.study_helpers import make_spec
 
@@ -48,6 +52,10 @@ def test_budget_resume_and_extension(storage_url):
     journal = optuna.storages.JournalStorage(SqlJournalBackend(store, study_id))
     (summary_study,) = optuna.get_all_study_summaries(journal)
     assert summary_study.n_trials == 45
+    with store.session() as s:  # created once, not again by each of the three runs
+        logs = s.scalars(select(m.JournalRow.log).where(m.JournalRow.study_id == study_id))
+        created = [log for log in logs if log["op_code"] == JournalOperation.CREATE_STUDY]
+    assert len(created) == 1
 
 
 def test_a_resumed_random_study_does_not_repeat_its_first_trials(tmp_path):
@@ -237,7 +245,19 @@ def test_a_study_s_own_rules_and_result_options_do_not_reach_other_studies(tmp_p
                         storage)
     assert summary.workloads[0].failed == 0
     failed = load_trials(storage, "failing")
-    assert set(failed.loc[failed["status"] == "failed", "version"]) == {"1+fail_fraction=1.0"}
+    assert set(failed.loc[failed["status"] == "failed", "version"]) == {"1+fail_fraction=1"}
+
+
+def test_result_options_name_the_version_briefly_and_alike():
+    from dse.problem import build_evaluator, short_version
+
+    versions = {build_evaluator("synthetic", {"fail_fraction": value}).version
+                for value in (1, 1.0)}
+    assert versions == {"1+fail_fraction=1"}  # 1 and 1.0 are one setting
+    assert build_evaluator("synthetic", {"work_s": 0.5}).version == "1"  # speed, not results
+    assert build_evaluator("synthetic", {"fail_fraction": 0.0}).version == "1"  # the default
+    long = short_version("1+" + "x" * 80)
+    assert len(long) <= 30 and long != short_version("1+" + "x" * 79)
 
 
 def test_the_lease_is_renewed_while_an_evaluation_outlasts_it(tmp_path, monkeypatch):
@@ -247,7 +267,15 @@ def test_the_lease_is_renewed_while_an_evaluation_outlasts_it(tmp_path, monkeypa
     storage = str(tmp_path / "r.db")
     spec = make_spec(evaluator={"name": "synthetic", "options": {"work_s": 2.5}},
                      batch_size=1, budget={"trials": 1})
-    thread = threading.Thread(target=run_study, args=(spec, storage))
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(run_study(spec, storage).status)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
     thread.start()
     try:
         time.sleep(2.0)  # the evaluation is still running, the first lease long over
@@ -257,3 +285,17 @@ def test_the_lease_is_renewed_while_an_evaluation_outlasts_it(tmp_path, monkeypa
             assert study.status == "running" and study.lease_until > now()
     finally:
         thread.join(timeout=30)
+    assert outcome == ["finished"]
+    assert list_studies(storage)["status"].tolist() == ["finished"]  # released after
+
+
+def test_ctrl_c_during_a_window_s_write_waits_for_the_write():
+    """Interrupted between its commit and its bookkeeping, a window would be written twice."""
+    finished = []
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_interrupts():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)  # the signal has arrived: it waits for the block
+            finished.append(True)
+    assert finished == [True]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored

@@ -32,7 +32,7 @@ from typing import Any
 
 RESULTS_FORMAT = "dse-results/1"
 DEADLINE_VARIABLE = "DSE_RUNNER_DEADLINE"
-SKIPPED = "skipped"  # a python job's outcome for a config it had no time left to measure
+SKIPPED = "skipped"  # a config left unmeasured: no time left, or its call failed as a whole
 
 
 def blocked_gemm(a: Any, b: Any, mc: int, kc: int, nc: int, pack_a: bool, pack_b: bool) -> Any:
@@ -112,9 +112,20 @@ def _module(source: str) -> Any:
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     module = _MODULES.get(digest)
     if module is None:
-        # named by its content: every call (a child process each) reuses the one file
-        path = os.path.join(tempfile.gettempdir(), f"dse_job_{digest}.py")
-        if not os.path.exists(path):
+        # named by its content, in a folder of this user's alone: every call (a child
+        # process each) reuses the one file, and nobody else can put code there
+        folder = os.path.join(tempfile.gettempdir(), f"dse-jobs-{getattr(os, 'getuid', int)()}")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        info = os.stat(folder)
+        if info.st_uid != getattr(os, "getuid", int)() or info.st_mode & 0o077:
+            folder = tempfile.mkdtemp(prefix="dse-jobs-")
+        path = os.path.join(folder, f"dse_job_{digest}.py")
+        try:
+            with open(path, encoding="utf-8") as handle:
+                current = handle.read()
+        except OSError:
+            current = None
+        if current != source:
             with open(f"{path}.{os.getpid()}", "w", encoding="utf-8") as handle:
                 handle.write(source)
             os.replace(f"{path}.{os.getpid()}", path)
@@ -135,6 +146,14 @@ class CallFailed(Exception):
     """A python job's call failed as a whole (its process died, or its entry raised): no
     outcome is known for any of its configs."""
 
+    def __init__(self, reason: str, died: bool) -> None:
+        super().__init__(reason)
+        self.died = died  # the process died (a config can do that), not the entry raising
+
+
+class MachineLost(Exception):
+    """The machine no longer runs the jobs (its preflight fails now): stop measuring."""
+
 
 def _in_child(source: str, entry: str, args: dict[str, Any]) -> Any:
     """``entry(**args)`` of the module of ``source`` in a fresh child process (a crash, or a
@@ -151,9 +170,9 @@ def _in_child(source: str, entry: str, args: dict[str, Any]) -> Any:
                 1, mp_context=multiprocessing.get_context("spawn")) as pool:
             return pool.submit(_call_entry, source, entry, args).result()
     except concurrent.futures.process.BrokenProcessPool:
-        raise CallFailed("the process running the job died") from None
+        raise CallFailed("the process running the job died", died=True) from None
     except Exception as exc:  # noqa: BLE001 - the caller reports it
-        raise CallFailed(f"{type(exc).__name__}: {exc}"[:2000]) from None
+        raise CallFailed(f"{type(exc).__name__}: {exc}"[:2000], died=False) from None
 
 
 def run_python(job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -233,20 +252,29 @@ def _out_of_time() -> bool:
 
 
 def measure(configs: list[dict[str, Any]], group: list[int]) -> list[dict[str, Any]]:
-    """Outcomes of one call's configs. A call that fails as a whole is split in halves, each
-    measured again in a fresh process, down to the config that fails alone (recorded failed,
-    with the reason); what the time limit leaves is skipped."""
+    """Outcomes of one call's configs. When its process dies, the call is split in halves,
+    each measured again in a fresh process, down to the config that dies alone: recorded
+    failed, unless the machine's preflight now fails too (then :class:`MachineLost`). An
+    entry that raises is no config's fault: its configs are left unmeasured (skipped), as
+    is what the time limit leaves."""
     try:
         return perform(_merged([configs[i]["job"] for i in group]))
     except CallFailed as exc:
+        print(f"  the call of {len(group)} configs failed: {str(exc)[:300]}", file=sys.stderr,
+              flush=True)
+        if not exc.died or _out_of_time():
+            return [{"status": SKIPPED, "reason": str(exc)}] * len(group)
         if len(group) == 1:
+            problem = preflight(configs[group[0]]["job"])
+            if problem is not None:
+                raise MachineLost(problem) from None
             return [{"status": "failed", "reason": str(exc)}]
-        if _out_of_time():
-            return [{"status": SKIPPED}] * len(group)
         half = len(group) // 2
-        print(f"  the call of {len(group)} configs failed ({str(exc)[:200]}); measuring them "
-              "again in halves", file=sys.stderr, flush=True)
-        return measure(configs, group[:half]) + measure(configs, group[half:])
+        print("  measuring them again in halves", file=sys.stderr, flush=True)
+        first = measure(configs, group[:half])
+        if _out_of_time():
+            return first + [{"status": SKIPPED}] * (len(group) - half)
+        return first + measure(configs, group[half:])
 
 
 RUNNERS = {"cpu": run_cpu, "command": run_command}
@@ -300,7 +328,8 @@ def main(argv: list[str]) -> int:
     """``runner.py CONFIGS RESULTS [--time-limit S]``: measure every exported config (those
     there is time for), rewriting the results file after each call; 2 on a wrong command line
     or configs file (with the usage or the reason), or when this machine cannot run the jobs
-    (with what is missing: nothing is measured then)."""
+    (with what is missing: nothing more is measured then); 1 when a call failed as a whole
+    (its configs are left out, to be exported again)."""
     parsed = _arguments(argv)
     if parsed is None:
         print(__doc__, file=sys.stderr)
@@ -313,7 +342,7 @@ def main(argv: list[str]) -> int:
         return 2
     if limit is not None:
         os.environ[DEADLINE_VARIABLE] = str(time.time() + limit)  # python jobs' children see it
-    configs, results, written = exported["configs"], [], False
+    configs, results, written, broken = exported["configs"], [], False, 0
     checked: set[str] = set()
     for group in calls(configs):
         if _out_of_time():
@@ -331,10 +360,17 @@ def main(argv: list[str]) -> int:
         print(f"[{group[0] + 1}-{group[-1] + 1}/{len(configs)}] {job['kind']} ...",
               file=sys.stderr, flush=True)
         start = time.perf_counter()
-        outcomes = measure(configs, group)
+        try:
+            outcomes = measure(configs, group)
+        except MachineLost as exc:
+            _write(results_path, exported, results)
+            print(f"runner: this machine stopped running these jobs: {exc}\n"
+                  f"({len(results)} results in {results_path})", file=sys.stderr)
+            return 2
         each = (time.perf_counter() - start) / len(group)
         for index, outcome in zip(group, outcomes, strict=True):
             if outcome.get("status") == SKIPPED:
+                broken += "reason" in outcome  # a call that failed, not the time limit
                 continue
             item = configs[index]
             results.append({"id": item["id"], "workload": item["workload"],
@@ -344,9 +380,10 @@ def main(argv: list[str]) -> int:
     if not written:  # no call ran (no configs, or the time limit): still a results file
         _write(results_path, exported, results)
     if len(results) < len(configs):
-        print(f"time limit: {len(configs) - len(results)} of {len(configs)} configs not "
-              f"measured; ingest {results_path}, then export what is left", file=sys.stderr)
-    return 0
+        print(f"{len(configs) - len(results)} of {len(configs)} configs not measured (the time "
+              f"limit, or a call that failed as a whole, above); ingest {results_path}, then "
+              "export what is left", file=sys.stderr)
+    return 1 if broken else 0
 
 
 if __name__ == "__main__":

@@ -260,7 +260,7 @@ class ResultStore:
         over since (this one's lease lapsed) keeps that runner's lease and status."""
         with self.session() as s:
             study = self.require_study(s, study_name)
-            if study.owner not in (owner, None):
+            if study.owner != owner:
                 return
             study.owner, study.lease_until = None, None
             study.status, study.updated_at = status, now()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import traceback
 from typing import Any
 
@@ -38,6 +40,19 @@ class InProcessPool:
         pass
 
 
+def _signal_handlers() -> dict[int, Any]:
+    """The handlers of SIGINT and SIGTERM (only the main thread may set them again)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    for sig, handler in handlers.items():
+        if handler is not None:
+            signal.signal(sig, handler)
+
+
 def _require_listening(address: str) -> None:
     """Refuse a ``host:port`` (or ``ray://host:port``) where nothing accepts a connection within
     5 s: ray.init would retry for many minutes, holding the study's lease."""
@@ -69,12 +84,15 @@ class RayPool:
         if self._started:
             if address:
                 _require_listening(address)
+            handlers = _signal_handlers()
             try:
                 ray.init(address=address, num_cpus=None if address else workers,
                          resources=None if address else resources,
                          include_dashboard=False, log_to_driver=False, configure_logging=False)
             except ConnectionError as exc:  # no cluster at the address
                 raise UsageError(f"--ray-address {address}: {exc}") from None
+            finally:  # Ray installs its own SIGTERM handler (an exit): the run's stays
+                _restore(handlers)
         self.workers = workers if address is None else int(ray.cluster_resources().get("CPU", 1))
         self._task = ray.remote(num_cpus=1, resources=resources)(_safe_evaluate)
         self._evaluator_ref: Any = None

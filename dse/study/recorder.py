@@ -9,7 +9,11 @@ window, which the resumed run simply does again.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +21,29 @@ from dse.results import EvalResult, Status
 from dse.storage import ResultStore
 from dse.storage.journal import SqlJournalBackend
 from dse.storage.store import now
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block is done, then act on the first that came (only
+    the main thread receives signals; elsewhere the block just runs)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {sig: signal.signal(sig, lambda number, frame: caught.append(number))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if caught:
+            handler = previous[caught[0]]
+            if callable(handler):
+                handler(caught[0], None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(caught[0])
 
 
 @dataclass
@@ -98,9 +125,15 @@ class Recorder:
 
     def flush(self) -> None:
         """Write the pending window in one transaction. On failure nothing of it is written
-        and it all stays pending, so calling again (say after Ctrl-C) writes it whole."""
+        and it all stays pending, so calling again (say after Ctrl-C) writes it whole; Ctrl-C
+        or SIGTERM during the write takes effect once the window is written and marked so
+        (between the two, writing it again would break the unique trial numbers)."""
         if not self._pending and not self.journal.pending:
             return
+        with deferred_interrupts():
+            self._write_window()
+
+    def _write_window(self) -> None:
         created = now()
         with self.store.session() as s:
             ids = self.store.config_ids(s, self.space, [t.params for t in self._pending])

@@ -179,10 +179,12 @@ class StudyRunner:
             try:
                 with self.store.session() as s:
                     self._renew_lease(s)
-            except Exception as exc:  # noqa: BLE001 - the next commit reports it properly
-                print(f"dse: could not renew the lease of study {self.spec.name!r}: {exc}",
-                      file=sys.stderr)
+            except UsageError as exc:  # another runner took the study: its commits refuse too
+                print(f"dse: {exc}", file=sys.stderr)
                 return
+            except Exception as exc:  # noqa: BLE001 - a lock or a dropped connection: next tick
+                print(f"dse: could not renew the lease of study {self.spec.name!r} (will try "
+                      f"again): {exc}", file=sys.stderr)
 
     def out_of_time(self) -> bool:
         """Whether the time budget is spent; never before the run's first round, so a budget
@@ -198,24 +200,30 @@ class StudyRunner:
         time_s = self.spec.budget.time_s
         self.deadline = start + time_s if time_s else None
         summaries: list[WorkloadSummary] = []
-        status = "finished"
+        status = "failed"  # until the run ends as it should (a status holds 20 characters)
         stop = threading.Event()
-        threading.Thread(target=self._keep_leased, args=(stop,), daemon=True,
-                         name="dse-lease").start()
+        keeper = threading.Thread(target=self._keep_leased, args=(stop,), daemon=True,
+                                  name="dse-lease")
+        keeper.start()
         try:
+            status = "finished"
             for workload in self.spec.workloads:
                 summaries.append(self._run_workload(workload))
                 if self.out_of_time():
-                    status = "out of time"  # the time budget (a status holds 20 characters)
+                    status = "out of time"  # the time budget
                     break
             self.recorder.flush()
         except KeyboardInterrupt:
             status = "interrupted"
             self.recorder.flush()
+        except BaseException:
+            status = "failed"
+            raise
         finally:
             stop.set()
-            self.pool.close()
+            keeper.join()  # no renewal may land after the release
             self.store.release(self.spec.name, self.owner, status)
+            self.pool.close()  # Ray's shutdown takes seconds: the study is released first
         if self.offline is not None and self.offline_path is not None:
             self.offline.write(self.offline_path)
         return RunSummary(self.spec.name, self.store.safe_url, status,
@@ -242,11 +250,14 @@ class StudyRunner:
         encoding = space.optuna_encoding(self.spec.space.fix, self.spec.space.free,
                                          self.spec.space.ranges)
         distributions = encoding.distributions()
-        study = optuna.create_study(
-            storage=DseJournalStorage(self.journal), load_if_exists=True,
-            study_name=f"{workload.shape} {workload.dtype.name} B {workload.b_layout}",
-            directions=[o.direction for o in self.spec.objectives],
-            sampler=make_sampler(self.spec, self.batch_size, done))
+        storage = DseJournalStorage(self.journal)
+        name = f"{workload.shape} {workload.dtype.name} B {workload.b_layout}"
+        sampler = make_sampler(self.spec, self.batch_size, done)
+        # loaded when it exists: create_study(load_if_exists=True) would log its creation again
+        study = (optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+                 if name in {st.study_name for st in storage.get_all_studies()} else
+                 optuna.create_study(storage=storage, study_name=name, sampler=sampler,
+                                     directions=[o.direction for o in self.spec.objectives]))
         # A trial asked but never told (the run stopped in between) would stay RUNNING forever.
         for stale in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             study.tell(stale.number, state=TrialState.FAIL)
@@ -353,8 +364,10 @@ class StudyRunner:
 @dataclass(frozen=True)
 class _StudyRules:
     """Stands for an evaluator in the store when a study's own rules (optional constraints,
-    ranges) refuse a config: the same name and fidelity, a version that names the rules, so
-    the refusal is shared only with studies that have the same rules."""
+    ranges) refuse a config: the same name and fidelity, a version that names the rules. The
+    refusal is stored (the trial needs its evaluation and reason) but never served: a study
+    checks its own rules again, which costs next to nothing, and studies without them look
+    up the evaluator's own version."""
 
     name: str
     version: str

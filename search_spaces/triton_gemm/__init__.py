@@ -193,7 +193,7 @@ class TritonGemmSpace(SearchSpaceBase):
         the grid's block rows when there are fewer (the swizzle rule refuses larger ones)."""
         params = super().resolve(given)
         if "GROUP_M" not in given:
-            rows = -(-self.workload.M // params["BLOCK_M"]) if params["BLOCK_M"] > 0 else 1
+            rows = -(-self.workload.M // params["BLOCK_M"])  # BLOCK_M >= 1: parsed
             params["GROUP_M"] = min(params["GROUP_M"], _covering(rows))
         return params
 
