@@ -298,7 +298,7 @@ def test_runner_time_limit_leaves_out_what_it_had_no_time_for(tmp_path):
               "    out = []\n"
               "    for v in values:\n"
               "        if time.time() >= deadline:\n"
-              "            out.append({'status': 'skipped'})\n"
+              "            out.append({'status': 'skipped', 'reason': 'the time limit'})\n"
               "            continue\n"
               "        time.sleep(v)\n"
               "        out.append({'status': 'ok', 'metrics': {'latency_s': v}})\n"

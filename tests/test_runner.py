@@ -121,6 +121,18 @@ def test_exhaustive_sampler_and_its_limit(tmp_path):
         run_study(too_big, storage)
 
 
+def test_a_resumed_exhaustive_study_takes_the_configs_without_a_trial(tmp_path):
+    storage = str(tmp_path / "r.db")
+    space = {"fix": {"m_ct": 128, "n_ct": 64}, "range": {"k_ct": [32, 64]}}
+    assert run_study(make_spec(sampler="exhaustive", budget={"trials": 5}, space=space),
+                     storage).workloads[0].trials == 5
+    summary = run_study(make_spec(sampler="exhaustive", budget={}, space=space), storage)
+    frame = load_trials(storage, "t")
+    keys = frame[["m_ct", "k_ct", "n_ct", "k_mt"]].apply(tuple, axis=1)
+    assert summary.workloads[0].trials == len(frame) > 5 and keys.is_unique
+    assert summary.workloads[0].evaluated == len(frame) - 5  # the first five not again
+
+
 def test_impossible_space_is_refused_before_storing(tmp_path):
     storage = str(tmp_path / "r.db")
     run_study(make_spec("keep", budget={"trials": 5}), storage)

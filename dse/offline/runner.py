@@ -263,7 +263,7 @@ def measure(configs: list[dict[str, Any]], group: list[int]) -> list[dict[str, A
         print(f"  the call of {len(group)} configs failed: {str(exc)[:300]}", file=sys.stderr,
               flush=True)
         if not exc.died or _out_of_time():
-            return [{"status": SKIPPED, "reason": str(exc)}] * len(group)
+            return [{"status": SKIPPED, "call_failed": str(exc)}] * len(group)
         if len(group) == 1:
             problem = preflight(configs[group[0]]["job"])
             if problem is not None:
@@ -370,7 +370,7 @@ def main(argv: list[str]) -> int:
         each = (time.perf_counter() - start) / len(group)
         for index, outcome in zip(group, outcomes, strict=True):
             if outcome.get("status") == SKIPPED:
-                broken += "reason" in outcome  # a call that failed, not the time limit
+                broken += "call_failed" in outcome  # not the time limit
                 continue
             item = configs[index]
             results.append({"id": item["id"], "workload": item["workload"],

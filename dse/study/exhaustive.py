@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dse.errors import UsageError
+from dse.storage.store import config_key
 from dse.study.progress import Stage
 from evaluators.base import EvalContext
 from search_spaces.base import ConfigBatch, batch_len, batch_take
@@ -51,16 +52,26 @@ def feasible_configs(ctx: EvalContext, spec: StudySpec) -> ConfigBatch:
 
 def run_exhaustive(runner: StudyRunner, ctx: EvalContext, workload_id: int,
                    summary: WorkloadSummary) -> None:
-    """Evaluate and store every feasible config (in a fixed order, so a resumed run skips what
-    is stored). Infeasible configs are not stored: the space rejects them by rule."""
+    """Evaluate and store every feasible config, in a fixed order. A resumed run takes the
+    configs that have no trial yet (not those past a count: the space's rules may have
+    changed since). Infeasible configs are not stored: the space rejects them by rule."""
     spec = runner.spec
     feasible = feasible_configs(ctx, spec)
     total = batch_len(feasible)
     budget = total if spec.budget.trials is None else min(total, spec.budget.trials)
     stage = Stage(ctx.workload.label, summary.trials, budget)
-    while summary.trials < budget and not runner.out_of_time():
-        stop = min(summary.trials + SLICE, budget)
+    left = np.arange(total)
+    if summary.trials:
+        with runner.store.session() as s:
+            done = runner.store.trialled_keys(s, runner.study_id, workload_id,
+                                              runner.evaluator.name)
+        keys = [config_key(ctx.space.name, c) for c in ctx.space.decode(feasible)]
+        left = np.array([i for i, k in enumerate(keys) if k not in done], dtype=np.int64)
+    todo = left[:max(0, budget - summary.trials)]
+    for start in range(0, len(todo), SLICE):
+        if runner.out_of_time():
+            break
         configs: list[dict[str, Any]] = ctx.space.decode(
-            batch_take(feasible, np.arange(summary.trials, stop)))
+            batch_take(feasible, todo[start:start + SLICE]))
         runner.evaluate_and_record(ctx, workload_id, configs, summary, stage=stage)
         runner.recorder.flush()

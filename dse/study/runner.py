@@ -45,6 +45,8 @@ from evaluators.base import EvalContext
 
 LEASE_S = 120.0
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
 @dataclass
 class WorkloadSummary:
     """A run's counts for one workload: its trials so far (earlier runs' included), and what this
