@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``dse`` command in ``argv`` (default: the process's arguments) and return its exit
     status; an unknown evaluator, a ``DseError`` or a path that cannot be used is printed and
-    gives 2."""
+    gives 2, Ctrl-C 130."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -296,6 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DseError as exc:
         print(f"dse: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C outside a study's run (which commits and says so)
+        print("dse: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader went away (`dse trials ... | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

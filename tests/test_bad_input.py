@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import subprocess
+import sys
 import textwrap
+import time
 
 import pytest
 
@@ -258,3 +262,17 @@ def test_an_iron_rung_without_its_checkout_is_refused_before_anything_runs(tmp_p
     assert list_studies(str(storage)).empty  # refused before the study was stored
     _refused(capsys, [*EVALUATE, "--evaluator", "iron", "--option",
                       "mlir_aie_dir=/nonexistent/mlir-aie"], "cannot run here")
+
+
+def test_ctrl_c_outside_a_study_run_ends_quietly(tmp_path):
+    """Ctrl-C in a long command (here a tiny-block GEMM measured on this CPU, half a minute)
+    exits 130, no traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "dse.cli", "evaluate", "--target", "cpu",
+                             "--dtype", "fp32-fp32", "--shape", "2048x2048x2048",
+                             "--evaluator", "cpu", "--param", "mc=16", "--param", "kc=16",
+                             "--param", "nc=16"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
