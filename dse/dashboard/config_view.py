@@ -78,6 +78,8 @@ def time_figure(row: pd.Series) -> go.Figure | None:
                            orientation="h"))
     latency = _number(row, "latency_s")
     title = "Time breakdown" + (f" (latency {latency * 1e6:,.1f} µs)" if latency else "")
-    fig.update_layout(title=title, xaxis_title="microseconds",
+    # compute and memory run at once: the parts overlap, so their sum is not the latency
+    fig.update_layout(title=title, xaxis_title="microseconds (the parts overlap in time: they "
+                      "need not add up to the latency)",
                       yaxis={"autorange": "reversed"}, height=120 + 28 * len(parts))
     return fig
