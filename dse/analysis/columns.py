@@ -6,8 +6,9 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-# Shown after the parameters and the objectives: what explains a config's time and footprint.
-SUMMARY_METRICS = ("latency_s", "t_comp_s", "t_mem_s", "bound", "balance", "l1_bytes",
+# Shown after the parameters and the objectives: throughput, and what explains a config's time
+# and footprint.
+SUMMARY_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "bound", "balance", "l1_bytes",
                    "dram_bytes")
 
 
