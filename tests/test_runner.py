@@ -248,6 +248,13 @@ def test_a_study_s_own_rules_and_result_options_do_not_reach_other_studies(tmp_p
     plain = load_trials(storage, "plain")
     assert not plain["reason"].fillna("").str.contains("DMA bound").any()
     assert plain["cached"].any()  # what both rule sets agree on is still shared
+    # the other way round: a study with the rule is not served what a study without it stored
+    first_plain = str(tmp_path / "other.db")
+    run_study(make_spec("plain", budget={"trials": 60}), first_plain)
+    run_study(make_spec("strict", space={"constraints": ["dma_bound"]},
+                        budget={"trials": 60}), first_plain)
+    assert (load_trials(first_plain, "strict")["status"] == "ok").sum() == \
+        (strict["status"] == "ok").sum()
 
     failing = {"name": "synthetic", "options": {"work_s": 0.0, "fail_fraction": 1.0}}
     run_study(make_spec("failing", evaluator=failing, budget={"trials": 20}), storage)

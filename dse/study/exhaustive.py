@@ -68,10 +68,11 @@ def run_exhaustive(runner: StudyRunner, ctx: EvalContext, workload_id: int,
         keys = [config_key(ctx.space.name, c) for c in ctx.space.decode(feasible)]
         left = np.array([i for i, k in enumerate(keys) if k not in done], dtype=np.int64)
     todo = left[:max(0, budget - summary.trials)]
-    for start in range(0, len(todo), SLICE):
+    # a slow evaluator's results are committed a round at a time, as a sampler's are
+    size = SLICE if hasattr(runner.evaluator, "score") else runner.batch_size
+    for start in range(0, len(todo), size):
         if runner.out_of_time():
             break
         configs: list[dict[str, Any]] = ctx.space.decode(
-            batch_take(feasible, todo[start:start + SLICE]))
+            batch_take(feasible, todo[start:start + size]))
         runner.evaluate_and_record(ctx, workload_id, configs, summary, stage=stage)
-        runner.recorder.flush()

@@ -91,6 +91,9 @@ class RayPool:
                          include_dashboard=False, log_to_driver=False, configure_logging=False)
             except ConnectionError as exc:  # no cluster at the address
                 raise UsageError(f"--ray-address {address}: {exc}") from None
+            except SystemExit:  # SIGTERM while Ray started: its handler exits; stop as Ctrl-C
+                ray.shutdown()
+                raise KeyboardInterrupt from None
             finally:  # Ray installs its own SIGTERM handler (an exit): the run's stays
                 _restore(handlers)
         self.workers = workers if address is None else int(ray.cluster_resources().get("CPU", 1))

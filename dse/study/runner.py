@@ -292,6 +292,8 @@ class StudyRunner:
         evaluator, pool = evaluator or self.evaluator, pool or self.pool
         keys = [config_key(ctx.space.name, c) for c in configs]
         known = self.recorder.lookup(workload_id, keys, evaluator)
+        for key in self._refused_by_study_rules(ctx, configs, keys, known):
+            del known[key]  # stored by a study without this one's rules: refused again here
         todo: dict[str, int] = {}  # config key -> first index needing it (dedupe in a batch)
         for i, key in enumerate(keys):
             if key not in known:
@@ -325,6 +327,22 @@ class StudyRunner:
                          if r.ok and objective.metric in r.metrics), default=None)
             self.progress(stage.label, stage.done, stage.total or 0, best, objective.direction)
         return results
+
+    def _refused_by_study_rules(self, ctx: EvalContext, configs: list[dict[str, Any]],
+                                keys: list[str], known: dict[str, EvalResult]) -> set[str]:
+        """Keys of stored results, other than refusals, whose configs the study's own rules
+        (optional constraints, ranges) refuse: another study stored them without those
+        rules."""
+        if not self.spec.space.constraints and not self.spec.space.ranges:
+            return set()
+        served = [i for i, k in enumerate(keys)
+                  if k in known and known[k].status is not Status.INFEASIBLE]
+        if not served:
+            return set()
+        batch = ctx.space.encode([configs[i] for i in served])
+        ok = ctx.space.check(batch).ok
+        return {keys[i] for j, i in enumerate(served)
+                if not ok[j] or _range_reason(self.spec, configs[i])}
 
     def _evaluate_new(self, ctx: EvalContext, configs: list[dict[str, Any]], evaluator: Any,
                       pool: Any) -> tuple[list[EvalResult], list[bool]]:
