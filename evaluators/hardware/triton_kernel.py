@@ -361,9 +361,10 @@ def _median(values: list[float]) -> float:
 
 
 def _require_usable_gpu(exc: BaseException) -> None:
-    """Re-raise ``exc`` when the GPU no longer works after it (an illegal address poisons the
-    process's CUDA context: every later config would fail for it); the offline runner then
-    measures this call's configs again in fresh processes."""
+    """End this process when the GPU no longer works after ``exc`` (an illegal address poisons
+    the process's CUDA context: every later config would fail for it). The offline runner,
+    whose child process this is, then measures the call's configs again in fresh processes,
+    in halves, down to the config at fault."""
     import torch
 
     if interpreting():
@@ -371,7 +372,9 @@ def _require_usable_gpu(exc: BaseException) -> None:
     try:
         torch.cuda.synchronize()
     except Exception:  # noqa: BLE001 - the context is gone
-        raise exc from None
+        print(f"  the GPU context is lost ({type(exc).__name__}: {exc}); ending this process",
+              file=sys.stderr, flush=True)
+        os._exit(70)
 
 
 def _measure_problem(jobs: list[dict[str, Any]], repeats: int) -> list[dict[str, Any]]:
