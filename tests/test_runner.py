@@ -282,9 +282,9 @@ def test_result_options_name_the_version_briefly_and_alike():
 def test_the_lease_is_renewed_while_an_evaluation_outlasts_it(tmp_path, monkeypatch):
     """An evaluation longer than the lease (hardware, a full simulation) must not let another
     runner take the study: the runner renews its lease while it waits."""
-    monkeypatch.setattr(runner, "LEASE_S", 1.0)
+    monkeypatch.setattr(runner, "LEASE_S", 3.0)  # times are stored to the second
     storage = str(tmp_path / "r.db")
-    spec = make_spec(evaluator={"name": "synthetic", "options": {"work_s": 2.5}},
+    spec = make_spec(evaluator={"name": "synthetic", "options": {"work_s": 6.0}},
                      batch_size=1, budget={"trials": 1})
     outcome: list[object] = []
 
@@ -297,7 +297,7 @@ def test_the_lease_is_renewed_while_an_evaluation_outlasts_it(tmp_path, monkeypa
     thread = threading.Thread(target=run)
     thread.start()
     try:
-        time.sleep(2.0)  # the evaluation is still running, the first lease long over
+        time.sleep(4.5)  # the evaluation is still running, the first lease long over
         store = ResultStore(storage)
         with store.session() as s:
             study = store.require_study(s, "t")
