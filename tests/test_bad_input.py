@@ -272,7 +272,7 @@ def test_ctrl_c_outside_a_study_run_ends_quietly(tmp_path):
                              "--evaluator", "cpu", "--param", "mc=16", "--param", "kc=16",
                              "--param", "nc=16"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4)
+    time.sleep(8)  # past the imports: in the measurement, which takes half a minute
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
