@@ -202,13 +202,12 @@ class StudyRunner:
         time_s = self.spec.budget.time_s
         self.deadline = start + time_s if time_s else None
         summaries: list[WorkloadSummary] = []
-        status = "failed"  # until the run ends as it should (a status holds 20 characters)
+        status = "finished"  # a status holds 20 characters
         stop = threading.Event()
         keeper = threading.Thread(target=self._keep_leased, args=(stop,), daemon=True,
                                   name="dse-lease")
         keeper.start()
         try:
-            status = "finished"
             for workload in self.spec.workloads:
                 summaries.append(self._run_workload(workload))
                 if self.out_of_time():
