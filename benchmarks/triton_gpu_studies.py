@@ -3,6 +3,7 @@ shape, the tuned Triton GEMM's TFLOP/s next to ``torch.matmul`` measured in the 
 
 On a machine with an NVIDIA GPU, PyTorch and Triton (``pip install -e '.[gpu]'``):
     python benchmarks/triton_gpu_studies.py [--target h200|h100] [--keep 60] [--storage gpu.db]
+        [--loads tma|pointers]
 
 Where the GPU box has only PyTorch and Triton, the hardware rungs go there as files:
     python benchmarks/triton_gpu_studies.py --storage gpu.db --offline jobs/      # here
@@ -40,13 +41,17 @@ STUDIES = tuple(Path(__file__).parents[1] / "studies" / f"h200_bf16{suffix}.yaml
 TARGETS = {"4096x4096x4096": 0.95, "64x4096x4096": 0.9}
 
 
-def study_dicts(target: str, keep: int) -> list[dict]:
-    """The shipped studies for ``target`` with ``keep`` hardware trials a shape."""
+def study_dicts(target: str, keep: int, loads: str = "tma") -> list[dict]:
+    """The shipped studies for ``target`` with ``keep`` hardware trials a shape, the kernel
+    loading A and B as ``loads`` says (a study of its own, named for it, unless TMA)."""
     studies = []
     for path in STUDIES:
         raw = yaml.safe_load(path.read_text())
-        raw.update(name=raw["name"].replace("h200", target), target=target)
+        name = raw["name"].replace("h200", target)
+        raw.update(name=name if loads == "tma" else f"{name}-{loads}", target=target)
         raw["ladder"][0]["keep"] = keep
+        if loads != "tma":
+            raw["ladder"][-1].setdefault("options", {})["loads"] = loads
         studies.append(raw)
     return studies
 
@@ -81,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="h200", choices=("h200", "h100"))
     parser.add_argument("--keep", type=positive_int, default=60,
                         help="hardware trials a shape")
+    parser.add_argument("--loads", default="tma", choices=("tma", "pointers"),
+                        help="how the kernel loads A and B: through TMA (the default) or "
+                        "through addresses it computes (studies of their own)")
     parser.add_argument("--storage", help="SQLite file or URL (default: a temporary file)")
     parser.add_argument("--offline", metavar="DIR", help="without a GPU here: write each "
                         "study's hardware trials to DIR/NAME.jobs.json for "
@@ -97,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     storage = args.storage or str(Path(tempfile.mkdtemp()) / "gpu.db")
     start = time.perf_counter()
     pending = []
-    studies = study_dicts(args.target, args.keep)
+    studies = study_dicts(args.target, args.keep, args.loads)
     for raw in studies:
         jobs = Path(args.offline) / f"{raw['name']}.jobs.json" if args.offline else None
         if jobs is not None:

@@ -50,14 +50,13 @@ def test_space_has_exactly_the_triton_parameters():
 
 @pytest.mark.parametrize(("params", "reason"), [
     (dict(num_stages=4, BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, num_warps=16),
-     "4 buffers x (256 + 256) x 128 x 2 B = 524,288 B exceeds the 232,448 B a block may use"),
+     "4 buffers x ((256 + 256) x 128 x 2 B + an 8 B barrier) = 524,320 B exceeds the 232,448 B "
+     "a block may use"),
     (dict(num_stages=5, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, num_warps=4),  # mma.sync
-     "4 buffers x (32 + 256) x 128 x 2 B = 294,912 B exceeds"),
+     "4 buffers x ((32 + 256) x 128 x 2 B + an 8 B barrier) = 294,944 B exceeds"),
     (dict(BLOCK_M=256, BLOCK_N=256, num_warps=4), "256 x 256 accumulators over 128 threads"),
     (dict(BLOCK_M=256, BLOCK_N=256, BLOCK_K=32, num_warps=16),
      "it needs 168 of the 128 a thread has with 16 warps"),
-    (dict(BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, num_warps=2),  # mma.sync's operand tiles
-     "it needs 456 of the 255 a thread has with 2 warps"),
     (dict(BLOCK_M=16, BLOCK_N=16, num_warps=4), "4 warps need a C tile of at least 1024"),
     (dict(BLOCK_M=96), "powers of two only"),
     (dict(SPLIT_K=128, BLOCK_K=64), "exceeds K=4096"),
@@ -66,6 +65,44 @@ def test_space_has_exactly_the_triton_parameters():
 def test_constraints_say_why(params, reason):
     result = scored("4096x4096x4096", **params)
     assert not result.ok and reason in result.reason
+
+
+def test_tma_loads_where_the_gpu_and_the_strides_allow():
+    """TMA needs Hopper or later and rows 16 bytes apart: a 4100-deep bf16 A (8,200 B rows)
+    is loaded through pointers, and the shared-memory rule charges no barriers for it."""
+    from dse.workload import GemmWorkload
+    from evaluators.hardware.triton_gpu import job_of
+    from search_spaces.triton_gemm import tma_loads
+
+    def loads(shape, layout="col", option="tma", dtype="bf16-bf16"):
+        ctx = build_context("h200", dtype, shape, layout)
+        return job_of(GOOD, ctx, loads=option)["loads"]
+
+    assert loads("4096x4096x4096") == "tma"
+    assert loads("4096x4096x4096", option="pointers") == "pointers"
+    assert loads("4096x4100x4096") == "pointers"  # A's rows and (col) B's rows: K x 2 B
+    assert loads("4096x4096x4100", layout="row") == "pointers"  # a row B's: N x 2 B
+    assert loads("4096x4096x4100", layout="col") == "tma"
+    assert loads("4096x4100x4096", dtype="fp32-fp32") == "tma"  # 16,400 B rows
+    ampere = load_target("h200").with_device(compute_capability=80)
+    assert not tma_loads(ampere.device, GemmWorkload.parse("4096x4096x4096", "bf16-bf16"))
+    assert "4 buffers x (256 + 256) x 128 x 2 B = 524,288 B exceeds" in scored(
+        "4096x4100x4096", num_stages=4, BLOCK_M=256, BLOCK_N=256, BLOCK_K=128,
+        num_warps=16).reason
+    # mma.sync holds a K step's operand tiles in registers when it loads them through pointers
+    thin = dict(BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, num_warps=2)
+    assert "it needs 456 of the 255 a thread has with 2 warps" in \
+        scored("4096x4100x4096", **thin).reason
+    assert scored("4096x4096x4096", **thin).ok
+
+
+def test_the_load_path_is_an_option_that_changes_results():
+    assert build_evaluator("triton").version == "3"
+    assert build_evaluator("triton", {"loads": "pointers"}).version == "3+loads=pointers"
+    assert build_evaluator("triton", {"loads": "tma"}).version == "3"
+    assert main(["evaluate", "--target", "h200", "--dtype", "bf16-bf16", "--shape",
+                 "64x64x64", "--evaluator", "triton", "--option", "loads=cp.async",
+                 *[f"--param={k}={v}" for k, v in GOOD.items()]]) == 2
 
 
 def test_swizzle_groups_that_walk_alike_are_one_config():
@@ -152,15 +189,28 @@ def interpreted():
     evaluator.close()
 
 
+@pytest.fixture(scope="module")
+def interpreted_pointers():
+    _interpreter_or_skip()
+    from evaluators.hardware.triton_gpu import TritonEvaluator
+
+    evaluator = TritonEvaluator(interpret=True, min_repeats=1, max_repeats=1, loads="pointers")
+    yield evaluator
+    evaluator.close()
+
+
+@pytest.mark.parametrize("loads", ["tma", "pointers"])
 @pytest.mark.parametrize("dtype,layout", [("fp16-fp16", "col"), ("fp16-fp16", "row"),
                                           ("fp32-fp32", "col")])
-def test_kernel_is_correct_under_the_interpreter(interpreted, dtype, layout):
+def test_kernel_is_correct_under_the_interpreter(request, dtype, layout, loads):
+    evaluator = request.getfixturevalue("interpreted" if loads == "tma"
+                                        else "interpreted_pointers")
     ctx = build_context("h200", dtype, "96x80x72", layout)  # ragged: every edge is masked
     configs = [ctx.space.resolve({**c, "num_warps": 1, "num_stages": 1}) for c in CONFIGS]
-    results = interpreted.evaluate(ctx.space.encode(configs), ctx)
+    results = evaluator.evaluate(ctx.space.encode(configs), ctx)
     assert [r.status.value for r in results] == ["ok"] * len(CONFIGS), [r.reason for r in results]
     for r in results:
-        assert r.metrics["max_relative_error"] < 1e-2
+        assert r.metrics["max_relative_error"] < 1e-2 and r.metrics["loads"] == loads
         assert r.metrics["torch_tflops"] > 0 and r.metrics["interpreted"] is True
 
 
@@ -342,6 +392,10 @@ def test_the_gpu_script_builds_its_studies():
     assert [w.shape for w in decode.workloads] == ["64x4096x4096"]
     assert [w.shape for w in big.workloads] == ["4096x4096x4096", "8192x8192x8192",
                                                 "4096x4096x14336"]
+    assert big.ladder[-1].evaluator.options == {}  # TMA loads: the evaluator's default
+    pointers = [study_from_dict(raw) for raw in _gpu_script().study_dicts("h200", 20, "pointers")]
+    assert [s.name for s in pointers] == ["h200-bf16-decode-pointers", "h200-bf16-pointers"]
+    assert all(s.ladder[-1].evaluator.options == {"loads": "pointers"} for s in pointers)
 
 
 def test_the_gpu_script_writes_its_hardware_trials_for_a_gpu_box(tmp_path, capsys):
@@ -359,6 +413,7 @@ def test_the_gpu_script_writes_its_hardware_trials_for_a_gpu_box(tmp_path, capsy
     assert {c["workload"]["M"] for c in decode["configs"]} == {64}
     assert [c["workload"]["N"] for c in big[::5]] == [4096, 8192, 14336]
     assert all(c["job"]["args"]["jobs"][0]["b_layout"] == "col" for c in big)
+    assert all(c["job"]["args"]["jobs"][0]["loads"] == "tma" for c in big)
 
 
 def interpreted_ladder(storage: str, name: str, keep: int, select: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from dse.cli import main
 from dse.problem import build_context
-from search_spaces.triton_gemm import smem_bytes
+from search_spaces.triton_gemm import smem_bytes, tma_loads
 
 pytest.importorskip("triton", reason="Triton is not installed: pip install -e '.[test]'")
 
@@ -21,28 +21,31 @@ CONFIGS = [(128, 256, 64, 8, 3), (128, 128, 64, 4, 4), (64, 64, 32, 4, 2), (32, 
            (256, 256, 64, 8, 3), (32, 256, 128, 2, 3)]
 
 
-def _job(bm, bn, bk, warps, stages):
+def _job(bm, bn, bk, warps, stages, loads="tma"):
     return {**SHAPE, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": warps,
-            "num_stages": stages}
+            "num_stages": stages, "loads": loads}
 
 
-def test_rules_agree_with_the_compiler_for_hopper():
+@pytest.mark.parametrize("loads", ["tma", "pointers"])
+def test_rules_agree_with_the_compiler_for_hopper(loads):
     from evaluators.hardware.triton_compile import compile_many
 
     ctx = build_context("h200", "bf16-bf16", "4096x4096x4096")
+    assert tma_loads(ctx.target.device, ctx.workload)
     configs = [ctx.space.resolve({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w,
                                   "num_stages": s, "GROUP_M": 8, "SPLIT_K": 1})
                for bm, bn, bk, w, s in CONFIGS]
     batch = ctx.space.encode(configs)
-    accepted = ctx.space.check(batch).ok
-    rule_smem = smem_bytes(batch, 2, ctx.target.device)
-    results = compile_many([_job(*c) for c in CONFIGS], 90, workers=2)
+    accepted = ctx.space.check(batch).ok  # the space charges TMA's barriers
+    rule_smem = smem_bytes(batch, 2, ctx.target.device, loads == "tma")
+    results = compile_many([_job(*c, loads) for c in CONFIGS], 90, workers=2)
     for config, ok, smem, result in zip(CONFIGS, accepted, rule_smem, results, strict=True):
         if ok:  # what the rules accept compiles, in the shared memory they charge
             assert result["status"] == "ok", (config, result.get("reason"))
             assert result["shared_bytes"] == smem, config
-            if result["mma"] == "wgmma":  # and in registers; mma.sync's operands may spill
-                assert result["spill_bytes"] == 0, config
+            assert result["tma"] is (loads == "tma"), config
+            if result["mma"] == "wgmma" or loads == "tma":  # and in registers (mma.sync's
+                assert result["spill_bytes"] == 0, config   # operands may spill from pointers)
         else:  # what they refuse for registers, ptxas refuses or spills
             assert result["status"] == "infeasible" or result["spill_bytes"] > 0, config
     assert [r.get("mma") for r in results[:5]] == ["wgmma", "wgmma", "wgmma", "mma", "mma"]

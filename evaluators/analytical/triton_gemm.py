@@ -31,7 +31,7 @@ import numpy as np
 
 from dse.workload import GemmWorkload
 from search_spaces.base import ConfigBatch
-from search_spaces.triton_gemm import smem_bytes, thread_registers
+from search_spaces.triton_gemm import smem_bytes, thread_registers, tma_loads
 from search_spaces.triton_gemm.target import GpuTarget
 
 FULL_RATE_WARPS = 4     # one warp group issues Hopper's wgmma at full rate
@@ -47,9 +47,10 @@ def score(batch: ConfigBatch, target: GpuTarget, w: GemmWorkload) -> dict[str, n
     group, split = batch["GROUP_M"].astype(np.float64), batch["SPLIT_K"].astype(np.float64)
 
     # occupancy
-    smem = smem_bytes(batch, dt, dev).astype(np.float64)
+    tma = tma_loads(dev, w)
+    smem = smem_bytes(batch, dt, dev, tma).astype(np.float64)
     threads = 32 * warps
-    regs = np.minimum(thread_registers(batch, dt, dev), dev.max_registers_per_thread)
+    regs = np.minimum(thread_registers(batch, dt, dev, tma), dev.max_registers_per_thread)
     resident = np.minimum.reduce([
         dev.smem_per_sm_bytes // np.maximum(smem, 1),
         dev.registers_per_sm // (regs * threads),

@@ -40,16 +40,22 @@ def _strides(job: dict[str, Any]) -> dict[str, int]:
 def specialised_signature(job: dict[str, Any]) -> tuple[dict[str, str], dict[Any, Any],
                                                          dict[Any, Any]]:
     """(signature, constexprs, attrs) as Triton's launcher specialises this job's call: the
-    operands 16-byte aligned, an integer equal to 1 folded in as a constant, one divisible by
-    16 marked so (which is what lets the loads vectorise and the K loop pipeline)."""
+    operands 16-byte aligned (or, with TMA, A and B tensor descriptors of the job's tiles), an
+    integer equal to 1 folded in as a constant, one divisible by 16 marked so (which is what
+    lets the loads vectorise and the K loop pipeline)."""
     fn = triton_kernel.kernel()
     values = _strides(job)
     constants = triton_kernel.constants(job)
+    descriptors = dict(zip("ab", triton_kernel.descriptor_blocks(job), strict=True)) \
+        if triton_kernel.uses_tma(job) else {}
     signature: dict[str, str] = {}
     constexprs: dict[Any, Any] = {}
     attrs: dict[Any, Any] = {}
     for index, name in enumerate(fn.arg_names):
-        if name in _POINTERS:  # the operands and C in the job's type, split-K's buffers
+        if name in descriptors:
+            signature[name] = (f"tensordesc<{job['dtype']}"
+                               f"[{', '.join(map(str, descriptors[name]))}]>")
+        elif name in _POINTERS:  # the operands and C in the job's type, split-K's buffers
             signature[name] = "*" + (_POINTERS[name] or job["dtype"])
             attrs[(index,)] = [["tt.divisibility", 16]]
         elif name in values and values[name] == 1:
@@ -91,7 +97,8 @@ def _mma_kind(ptx: str) -> str:
 
 def compile_job(job: dict[str, Any], arch: int = 90) -> dict[str, Any]:
     """Compile one config for ``sm_<arch>``: ``ok`` with Triton's shared memory, ptxas's
-    registers and spills, the MMA instructions used and the compile seconds; ``infeasible``
+    registers and spills, the MMA instructions used, whether it loads through TMA and the
+    compile seconds; ``infeasible``
     when the compiler refuses the config (as a GPU run records it) or ``error``, with the
     compiler's message."""
     import triton
@@ -114,6 +121,7 @@ def compile_job(job: dict[str, Any], arch: int = 90) -> dict[str, Any]:
                 "seconds": time.perf_counter() - start}
     return {"status": "ok", **triton_kernel.compiled_facts(compiled), **report,
             "mma": _mma_kind(compiled.asm["ptx"]),
+            "tma": "cp.async.bulk.tensor" in compiled.asm["ptx"],  # TMA copies in the PTX
             "seconds": time.perf_counter() - start}
 
 

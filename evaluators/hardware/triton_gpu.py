@@ -5,7 +5,10 @@ batch is compiled in parallel and run once against ``torch.matmul`` (a compile f
 out-of-resources error is recorded as infeasible with the compiler's reason, a wrong product
 as failed); each correct one is then timed with Triton's benchmarking helper until the
 harness's spread settles. ``torch.matmul`` on the same operands is measured once per workload
-in the same worker and reported beside each result (``torch_tflops``). With
+in the same worker and reported beside each result (``torch_tflops``). A and B are loaded
+through Hopper's tensor memory accelerator (TMA) where the target and the operands' strides
+allow it (``loads`` in the results says which); the option ``loads=pointers`` keeps the
+kernel computing its load addresses itself everywhere. With
 ``interpret=True`` the kernel runs under Triton's CPU interpreter instead: correct results,
 meaningless times.
 """
@@ -22,16 +25,21 @@ from evaluators.base import EvalContext
 from evaluators.hardware import triton_kernel
 from evaluators.hardware.harness import MeasureSettings, Worker, measure
 from search_spaces.base import ConfigBatch
+from search_spaces.triton_gemm import tma_loads
 
 KERNEL = "evaluators.hardware.triton_kernel"
+LOADS = ("tma", "pointers")
 
 
-def job_of(params: dict[str, Any], ctx: EvalContext, seed: int = 0) -> dict[str, Any]:
+def job_of(params: dict[str, Any], ctx: EvalContext, seed: int = 0,
+           loads: str = "tma") -> dict[str, Any]:
     """The job :mod:`evaluators.hardware.triton_kernel` runs for ``params`` on ``ctx``'s
-    workload."""
+    workload: with TMA loads when ``loads`` asks for them and the target and workload allow
+    them, else with pointers."""
     w = ctx.workload
+    tma = loads == "tma" and tma_loads(ctx.target.device, w)
     return {"M": w.M, "K": w.K, "N": w.N, "dtype": w.dtype.input, "b_layout": w.b_layout,
-            "seed": seed,
+            "seed": seed, "loads": "tma" if tma else "pointers",
             **{k: int(v) for k, v in params.items()}}
 
 
@@ -39,16 +47,19 @@ class TritonEvaluator:
     """Measures each config's Triton GEMM (see the module docstring)."""
 
     name: ClassVar[str] = "triton"
-    version: ClassVar[str] = "2"  # 2: B stored as the workload's layout says
-    # the interpreter's timings are the CPU's; a timeout is a result
-    result_options: ClassVar[tuple[str, ...]] = ("interpret", "timeout_s")
+    version: ClassVar[str] = "3"  # 2: B stored as the workload's layout says; 3: TMA loads
+    # the interpreter's timings are the CPU's; a timeout is a result; another kernel's loads
+    result_options: ClassVar[tuple[str, ...]] = ("interpret", "timeout_s", "loads")
     fidelity: ClassVar[str] = "hardware"
     spaces: ClassVar[tuple[str, ...]] = ("triton_gemm",)
     device = "gpu0"
 
     def __init__(self, interpret: bool = False, min_repeats: int = 2, max_repeats: int = 4,
-                 target_spread: float = 0.05, timeout_s: float = 300.0, seed: int = 0) -> None:
-        self.interpret = interpret
+                 target_spread: float = 0.05, timeout_s: float = 300.0, seed: int = 0,
+                 loads: str = "tma") -> None:
+        if loads not in LOADS:
+            raise ValueError(f"loads={loads!r} is not one of {', '.join(LOADS)}")
+        self.interpret, self.loads = interpret, loads
         self.settings = MeasureSettings(0, min_repeats, max_repeats, target_spread, timeout_s)
         self.seed = seed
         self._worker: Worker | None = None
@@ -94,7 +105,7 @@ class TritonEvaluator:
         w = ctx.workload
         key = (w.M, w.K, w.N, w.dtype.input, w.b_layout)
         if key not in self._baselines:
-            job = job_of({}, ctx, self.seed)
+            job = job_of({}, ctx, self.seed, self.loads)
             m = measure(self._get_worker(), f"{KERNEL}:torch_matmul", job, self.settings,
                         self.device)
             self._baselines[key] = 2.0 * w.macs / m.median / 1e12 if m.times else 0.0
@@ -104,7 +115,7 @@ class TritonEvaluator:
         feasibility = ctx.space.check(batch)
         configs = ctx.space.decode(batch)
         runnable = [i for i in range(len(configs)) if feasibility.ok[i]]
-        jobs = [job_of(configs[i], ctx, self.seed) for i in runnable]
+        jobs = [job_of(configs[i], ctx, self.seed, self.loads) for i in runnable]
         checked = dict(zip(runnable, self._call("check_many", self.settings.timeout_s * 4,
                                                 jobs=jobs), strict=True)) if jobs else {}
         provenance = self._call("device", 60.0) if jobs else {}
@@ -119,8 +130,8 @@ class TritonEvaluator:
                 results.append(EvalResult(Status(outcome["status"]), params,
                                           reason=outcome["reason"]))
                 continue
-            m = measure(self._get_worker(), f"{KERNEL}:run", job_of(params, ctx, self.seed),
-                        self.settings, self.device)
+            m = measure(self._get_worker(), f"{KERNEL}:run",
+                        job_of(params, ctx, self.seed, self.loads), self.settings, self.device)
             if m.status is not Status.OK:
                 results.append(EvalResult(m.status, params, {"times_s": m.times},
                                           reason=m.reason, elapsed_s=sum(m.times)))
@@ -138,7 +149,7 @@ class TritonEvaluator:
         the config (the box needs PyTorch and Triton only)."""
         source = Path(inspect.getfile(triton_kernel)).read_text()
         return {"kind": "python", "source": source, "entry": "offline_run", "batch": "jobs",
-                "args": {"jobs": [job_of(params, ctx, self.seed)]}}
+                "args": {"jobs": [job_of(params, ctx, self.seed, self.loads)]}}
 
     def close(self) -> None:
         if self._worker is not None:

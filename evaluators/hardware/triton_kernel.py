@@ -7,7 +7,9 @@ runs the same kernel on the CPU with Triton's interpreter, for correctness only.
 
 Jobs are dicts: M, K, N, dtype (``bf16``, ``fp16``, ``fp32``), b_layout (``row``: B stored
 K x N; ``col``: N x K), the seven kernel parameters (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-SPLIT_K, num_stages, num_warps) and a seed.
+SPLIT_K, num_stages, num_warps), a seed and how A and B are loaded (``loads``: ``tma``, through
+the tensor memory accelerator of Hopper and later GPUs, or ``pointers``, addresses the kernel
+computes, which a job without the key gets).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def _build_kernel() -> Any:
     def matmul(a, b, c, partials, arrivals, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
                stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr,
-               EPILOGUE_ROWS: tl.constexpr):
+               EPILOGUE_ROWS: tl.constexpr, TMA: tl.constexpr, B_COL: tl.constexpr):
         # a tile's K slices are neighbouring programs (they run together, so the partial sums
         # the last one reads back are still in L2); tiles walk GROUP_M block rows together,
         # column by column (L2 reuse of A and B)
@@ -58,19 +60,32 @@ def _build_kernel() -> Any:
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         rk = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        # Rows and columns past the edge wrap onto valid ones (their results are never stored),
-        # so only K needs a mask in the loop; addresses come from the step rather than advanced
-        # pointers. The sm_90 loop of 128x256x64 is 99 instructions (cuobjdump), against 140
-        # with row and column masks and 156 with advanced pointers.
-        ra = tl.max_contiguous(tl.multiple_of(rm % M, BLOCK_M), BLOCK_M)
-        rb = tl.max_contiguous(tl.multiple_of(rn % N, BLOCK_N), BLOCK_N)
-        for step in range(0, tl.cdiv(K, BLOCK_K * SPLIT_K)):
-            k = rk + step * BLOCK_K * SPLIT_K
-            x = tl.load(a + ra[:, None] * stride_am + k[None, :] * stride_ak,
-                        mask=k[None, :] < K, other=0.0)
-            y = tl.load(b + k[:, None] * stride_bk + rb[None, :] * stride_bn,
-                        mask=k[:, None] < K, other=0.0)
-            acc += tl.dot(x, y)
+        if TMA:
+            # a and b are tensor descriptors: the tensor memory accelerator copies each tile
+            # into shared memory (zeros past the edges), so the loop computes no addresses and
+            # needs no masks
+            for step in range(0, tl.cdiv(K, BLOCK_K * SPLIT_K)):
+                k = (pid_k + step * SPLIT_K) * BLOCK_K
+                x = a.load([pid_m * BLOCK_M, k])
+                if B_COL:  # B stored N x K: its tile comes in as BLOCK_N x BLOCK_K
+                    y = b.load([pid_n * BLOCK_N, k]).T
+                else:
+                    y = b.load([k, pid_n * BLOCK_N])
+                acc = tl.dot(x, y, acc)
+        else:
+            # Rows and columns past the edge wrap onto valid ones (their results are never
+            # stored), so only K needs a mask in the loop; addresses come from the step rather
+            # than advanced pointers. The sm_90 loop of 128x256x64 is 99 instructions
+            # (cuobjdump), against 140 with row and column masks and 156 with advanced pointers.
+            ra = tl.max_contiguous(tl.multiple_of(rm % M, BLOCK_M), BLOCK_M)
+            rb = tl.max_contiguous(tl.multiple_of(rn % N, BLOCK_N), BLOCK_N)
+            for step in range(0, tl.cdiv(K, BLOCK_K * SPLIT_K)):
+                k = rk + step * BLOCK_K * SPLIT_K
+                x = tl.load(a + ra[:, None] * stride_am + k[None, :] * stride_ak,
+                            mask=k[None, :] < K, other=0.0)
+                y = tl.load(b + k[:, None] * stride_bk + rb[None, :] * stride_bn,
+                            mask=k[:, None] < K, other=0.0)
+                acc += tl.dot(x, y)
         target = c + rm[:, None] * stride_cm + rn[None, :] * stride_cn
         inside = (rm[:, None] < M) & (rn[None, :] < N)
         if SPLIT_K > 1:
@@ -180,11 +195,40 @@ def _grid(job: dict[str, Any]) -> tuple[int]:
     return (tiles * job["SPLIT_K"],)
 
 
+def uses_tma(job: dict[str, Any]) -> bool:
+    """Whether the job loads A and B through tensor descriptors (TMA)."""
+    loads = job.get("loads", "pointers")
+    if loads not in ("tma", "pointers"):
+        raise ValueError(f"loads={loads!r}: 'tma' or 'pointers'")
+    return loads == "tma"
+
+
 def constants(job: dict[str, Any]) -> dict[str, int]:
-    """The kernel's compile-time parameters for this job: the five of the design space, and
-    the rows split-K's epilogue reduces at a time (about 64 values a thread)."""
+    """The kernel's compile-time parameters for this job: the five of the design space, the
+    rows split-K's epilogue reduces at a time (about 64 values a thread), whether A and B
+    come through tensor descriptors and whether B is stored N x K."""
     rows = max(8, 2048 * job["num_warps"] // job["BLOCK_N"])
-    return {**{p: job[p] for p in KERNEL_PARAMS}, "EPILOGUE_ROWS": min(job["BLOCK_M"], rows)}
+    return {**{p: job[p] for p in KERNEL_PARAMS}, "EPILOGUE_ROWS": min(job["BLOCK_M"], rows),
+            "TMA": int(uses_tma(job)), "B_COL": int(job.get("b_layout", "row") == "col")}
+
+
+def descriptor_blocks(job: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """The tiles the TMA descriptors of A and B (as B is stored) copy a step."""
+    bm, bn, bk = job["BLOCK_M"], job["BLOCK_N"], job["BLOCK_K"]
+    return [bm, bk], ([bn, bk] if job.get("b_layout", "row") == "col" else [bk, bn])
+
+
+def _operand_arguments(job: dict[str, Any], a: Any, b: Any) -> tuple[Any, Any]:
+    """A and B as the kernel takes them: the tensors, or with TMA their descriptors (B's over
+    its storage: a ``col`` B is the transposed view of an N x K tensor)."""
+    if not uses_tma(job):
+        return a, b
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    a_block, b_block = descriptor_blocks(job)
+    stored = b.t() if job.get("b_layout", "row") == "col" else b
+    return (TensorDescriptor.from_tensor(a, a_block),
+            TensorDescriptor.from_tensor(stored, b_block))
 
 
 def _arguments(job: dict[str, Any], a: Any, b: Any, c: Any, partials: Any,
@@ -192,16 +236,18 @@ def _arguments(job: dict[str, Any], a: Any, b: Any, c: Any, partials: Any,
     """The kernel's arguments for this job: positional, and its parameters by name."""
     options = {} if interpreting() else {"num_stages": job["num_stages"],
                                          "num_warps": job["num_warps"]}
-    return ((a, b, c, partials, arrivals, job["M"], job["N"], job["K"], a.stride(0),
-             a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)),
-            {**constants(job), **options})
+    return ((*_operand_arguments(job, a, b), c, partials, arrivals, job["M"], job["N"],
+             job["K"], a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+             c.stride(1)), {**constants(job), **options})
 
 
-def _launch(job: dict[str, Any], a: Any, b: Any, c: Any) -> Any:
-    """C = A @ B in one launch of the kernel (split-K reduces its slices inside it); returns
-    the compiled kernel Triton launched (None under the interpreter)."""
+def _launcher(job: dict[str, Any], a: Any, b: Any, c: Any) -> Any:
+    """A callable computing C = A @ B in one launch of the kernel (split-K reduces its slices
+    inside it) and returning the compiled kernel Triton launched (None under the
+    interpreter); its arguments (descriptors included) are made once, not at every launch."""
     positional, named = _arguments(job, a, b, c, *_split_state(job, a))
-    return kernel()[_grid(job)](*positional, **named)
+    launch = kernel()[_grid(job)]
+    return lambda: launch(*positional, **named)
 
 
 def compiled_facts(compiled: Any) -> dict[str, int]:
@@ -241,7 +287,7 @@ def check(**job: Any) -> dict[str, Any]:
     a, b, reference = _operands(job)
     c = _output(job, a)
     try:
-        compiled = _launch(job, a, b, c)
+        compiled = _launcher(job, a, b, c)()
     except Exception as exc:  # noqa: BLE001 - compile errors surface here, reported as data
         name = type(exc).__name__
         if rejected_by_compiler(exc):
@@ -251,7 +297,8 @@ def check(**job: Any) -> dict[str, Any]:
                                                               1e-30)
     if not error <= tolerance(job["dtype"], job["K"]):
         return {"status": "failed", "reason": f"wrong product: max relative error {error:.3g}"}
-    return {"status": "ok", "max_relative_error": error, **compiled_facts(compiled)}
+    return {"status": "ok", "max_relative_error": error,
+            "loads": "tma" if uses_tma(job) else "pointers", **compiled_facts(compiled)}
 
 
 def preflight(job: dict[str, Any]) -> dict[str, Any]:
@@ -315,10 +362,10 @@ def run(**job: Any) -> RunOutput:
     """One timed measurement of the config (the harness repeats it)."""
     a, b, reference = _operands(job)
     out = _output(job, a)
+    launch = _launcher(job, a, b, out)
     start = time.perf_counter()
-    _launch(job, a, b, out)
-    seconds = (time.perf_counter() - start if interpreting()
-               else _bench(lambda: _launch(job, a, b, out)))
+    launch()
+    seconds = time.perf_counter() - start if interpreting() else _bench(launch)
     error = float((out.float() - reference).abs().max()) / max(float(reference.abs().max()),
                                                                 1e-30)
     return RunOutput(seconds, error <= tolerance(job["dtype"], job["K"]),

@@ -66,15 +66,38 @@ def smem_buffers(b: ConfigBatch, device: Any) -> np.ndarray:
     return np.where(warpgroup_mma(b, device), stages, np.maximum(stages - 1, 1))
 
 
-def smem_bytes(b: ConfigBatch, in_bytes: int, device: Any) -> np.ndarray:
+def tma_loads(device: Any, w: GemmWorkload) -> bool:
+    """Whether the kernel loads A and B through the tensor memory accelerator (TMA): on compute
+    capability 9.0 (Hopper) and later, when every row of both operands starts a multiple of 16
+    bytes after the one before (TMA's rule for strides). Otherwise it computes the addresses of
+    its loads itself."""
+    b_row = w.N if w.b_layout == "row" else w.K  # elements between rows of B as stored
+    return (device.compute_capability >= 90 and (w.K * w.dtype.in_bytes) % 16 == 0
+            and (b_row * w.dtype.in_bytes) % 16 == 0)
+
+
+# the barrier (mbarrier) a buffer loaded by TMA has in shared memory, to wait for its arrival
+TMA_BARRIER_BYTES = 8
+
+
+def smem_bytes(b: ConfigBatch, in_bytes: int, device: Any, tma: bool = False) -> np.ndarray:
     """Shared memory a program needs: its buffers of A and B tiles (what Triton allocates for
     sm_90 when the operands' rows are 16-element aligned; otherwise it does not pipeline and
-    takes less), and with split-K at least the fp32 C tile, which the epilogue stages through
-    shared memory on its way to the workspace (exact for 16-bit inputs on the wgmma path, an
-    upper bound otherwise)."""
-    pipeline = smem_buffers(b, device) * (b["BLOCK_M"] + b["BLOCK_N"]) * b["BLOCK_K"] * in_bytes
+    takes less) with, when ``tma`` loads them, a barrier each, and with split-K at least the
+    fp32 C tile, which the epilogue stages through shared memory on its way to the workspace
+    (exact for 16-bit inputs on the wgmma path, an upper bound otherwise)."""
+    buffers = smem_buffers(b, device)
+    pipeline = buffers * ((b["BLOCK_M"] + b["BLOCK_N"]) * b["BLOCK_K"] * in_bytes
+                          + (TMA_BARRIER_BYTES if tma else 0))
     return np.where(b["SPLIT_K"] > 1, np.maximum(pipeline, b["BLOCK_M"] * b["BLOCK_N"] * 4),
                     pipeline)
+
+
+def _buffer_text(b: ConfigBatch, i: int, in_bytes: int, tma: bool) -> str:
+    """One buffer's bytes as the shared-memory rule charges them, spelled out."""
+    tiles = (f"({int(b['BLOCK_M'][i])} + {int(b['BLOCK_N'][i])}) x {int(b['BLOCK_K'][i])} x "
+             f"{in_bytes} B")
+    return f"({tiles} + an {TMA_BARRIER_BYTES} B barrier)" if tma else tiles
 
 
 def accumulator_registers(b: ConfigBatch) -> np.ndarray:
@@ -86,15 +109,18 @@ def accumulator_registers(b: ConfigBatch) -> np.ndarray:
 OPERAND_REGISTERS = 40
 
 
-def thread_registers(b: ConfigBatch, in_bytes: int, device: Any) -> np.ndarray:
-    """Registers a thread needs: its fp32 accumulators, 40 more, and with mma.sync the A and B
-    tiles of a K step, which that path holds in registers (spread over the block's threads).
-    Over 72 bf16 configs compiled for sm_90 (both MMA kinds, 1 to 16 warps) the rule this feeds
-    agrees with ptxas on which ones spill or fail for 66; of the others, four were predicted to
-    need 264 registers and used 248 to 254 without spilling, two spilled 16 and 120 bytes."""
+def thread_registers(b: ConfigBatch, in_bytes: int, device: Any,
+                     tma: bool = False) -> np.ndarray:
+    """Registers a thread needs: its fp32 accumulators, 40 more, and with mma.sync fed by
+    pointer loads the A and B tiles of a K step, which that path holds in registers (spread
+    over the block's threads); loaded by TMA, the tiles stay in shared memory.
+    Pointer loads: over 72 bf16 configs compiled for sm_90 (both MMA kinds, 1 to 16 warps) the
+    rule this feeds agrees with ptxas on which ones spill or fail for 66; of the others, four
+    were predicted to need 264 registers and used 248 to 254 without spilling, two spilled 16
+    and 120 bytes. TMA loads: it agrees for all of 36 mma.sync configs (1 to 4 warps)."""
     tiles = (b["BLOCK_M"] + b["BLOCK_N"]) * b["BLOCK_K"] * in_bytes // (4 * 32 * b["num_warps"])
-    return (accumulator_registers(b) + OPERAND_REGISTERS
-            + np.where(warpgroup_mma(b, device), 0, tiles))
+    held = ~warpgroup_mma(b, device) & (not tma)
+    return accumulator_registers(b) + OPERAND_REGISTERS + np.where(held, tiles, 0)
 
 
 def register_budget(b: ConfigBatch, device: Any) -> np.ndarray:
@@ -105,7 +131,7 @@ def register_budget(b: ConfigBatch, device: Any) -> np.ndarray:
 
 
 def _rules(target: GpuTarget, w: GemmWorkload) -> tuple[Rule, ...]:
-    dt, dev = w.dtype.in_bytes, target.device
+    dt, dev, tma = w.dtype.in_bytes, target.device, tma_loads(target.device, w)
     acc_max = target.model.accumulator_registers_max
 
     def fmt(b: ConfigBatch, i: int, names: Sequence[str]) -> str:
@@ -129,23 +155,24 @@ def _rules(target: GpuTarget, w: GemmWorkload) -> tuple[Rule, ...]:
                           f"{int(b['BLOCK_M'][i])}x{int(b['BLOCK_N'][i])}"),
         Rule("shared_memory", "buffers x (BLOCK_M + BLOCK_N) x BLOCK_K x bytes fits a "
              "block's shared memory (num_stages buffers with wgmma, num_stages - 1 with "
-             "mma.sync)",
-             lambda b: smem_bytes(b, dt, dev) <= dev.smem_per_block_bytes,
-             lambda b, i: f"{int(smem_buffers(b, dev)[i])} buffers x ({int(b['BLOCK_M'][i])} + "
-                          f"{int(b['BLOCK_N'][i])}) x {int(b['BLOCK_K'][i])} x {dt} B = "
-                          f"{int(smem_bytes(b, dt, dev)[i]):,} B exceeds the "
+             "mma.sync; with TMA loads an 8-byte barrier each)",
+             lambda b: smem_bytes(b, dt, dev, tma) <= dev.smem_per_block_bytes,
+             lambda b, i: f"{int(smem_buffers(b, dev)[i])} buffers x "
+                          f"{_buffer_text(b, i, dt, tma)} = "
+                          f"{int(smem_bytes(b, dt, dev, tma)[i]):,} B exceeds the "
                           f"{dev.smem_per_block_bytes:,} B a block may use"),
         Rule("registers", f"fp32 accumulators per thread at most {acc_max}, and with "
-             f"{OPERAND_REGISTERS} more for addresses (and mma.sync's operand tiles) within "
+             f"{OPERAND_REGISTERS} more for addresses (and with pointer loads mma.sync's "
+             "operand tiles) within "
              f"what a thread may hold ({dev.max_registers_per_thread}, or "
              f"{dev.registers_per_sm:,} over the block's threads)",
              lambda b: (accumulator_registers(b) <= acc_max)
-             & (thread_registers(b, dt, dev) <= register_budget(b, dev)),
+             & (thread_registers(b, dt, dev, tma) <= register_budget(b, dev)),
              lambda b, i: f"{int(b['BLOCK_M'][i])} x {int(b['BLOCK_N'][i])} accumulators over "
                           f"{32 * int(b['num_warps'][i])} threads is "
                           f"{int(accumulator_registers(b)[i])} registers a thread (at most "
                           f"{acc_max}); with the rest it needs "
-                          f"{int(thread_registers(b, dt, dev)[i])} of the "
+                          f"{int(thread_registers(b, dt, dev, tma)[i])} of the "
                           f"{int(register_budget(b, dev)[i])} a thread has with "
                           f"{int(b['num_warps'][i])} warps"),
         Rule("within_problem", "blocks no larger than the next power of two above the matrix",

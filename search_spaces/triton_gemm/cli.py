@@ -3,8 +3,9 @@ architecture on this machine, no GPU needed.
 
 It reads a configs file written for the ``triton`` evaluator (``dse run --offline`` or
 ``dse export-configs --evaluator triton``) and reports, per config, whether it compiles, the
-shared memory Triton allocates next to the space's rule, and the registers and spills ptxas
-reports: what the GPU would refuse or run slowly, found before GPU time is spent.
+shared memory Triton allocates next to the space's rule, the registers and spills ptxas
+reports and whether the loads go through TMA: what the GPU would refuse or run slowly, found
+before GPU time is spent.
 """
 
 from __future__ import annotations
@@ -69,11 +70,11 @@ def _checked_items(path: str, data: dict[str, Any]) -> list[tuple[Any, dict[str,
     return out
 
 
-def _rule_smem(target: str, w: Any, params: dict[str, Any]) -> int:
-    """Shared memory the space's rule charges the config."""
+def _rule_smem(target: str, w: Any, params: dict[str, Any], loads: str) -> int:
+    """Shared memory the space's rule charges the config, loaded as the job says."""
     ctx = _context(target, w.dtype.name, w.shape, w.b_layout)
     batch = ctx.space.encode([params])
-    return int(smem_bytes(batch, w.dtype.in_bytes, ctx.target.device)[0])
+    return int(smem_bytes(batch, w.dtype.in_bytes, ctx.target.device, loads == "tma")[0])
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -92,8 +93,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise UsageError(f"target {data['target']!r} is not a GPU target")
     arch = args.arch or target.device.compute_capability
     items = _checked_items(args.configs, data)
-    jobs = [job_of(params, _context(data["target"], w.dtype.name, w.shape, w.b_layout))
-            for w, params in items]
+    loads = (data["evaluator"].get("options") or {}).get("loads", "tma")  # as exported
+    jobs = [job_of(params, _context(data["target"], w.dtype.name, w.shape, w.b_layout),
+                   loads=loads) for w, params in items]
 
     terminal = sys.stderr.isatty()
 
@@ -109,22 +111,23 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
     limit = target.device.smem_per_block_bytes
     rows = []
-    for (workload, params), result in zip(items, results, strict=True):
+    for (workload, params), job, result in zip(items, jobs, results, strict=True):
         shared = result.get("shared_bytes")
         rows.append({
             "shape": workload.shape,
             "config": " ".join(f"{k}={v}" for k, v in params.items()),
             "status": result["status"] if shared is None or shared <= limit
             else "over shared memory",
-            "shared_B": shared, "rule_B": _rule_smem(data["target"], workload, params),
-            "registers": result.get("registers"),
+            "shared_B": shared,
+            "rule_B": _rule_smem(data["target"], workload, params, job["loads"]),
+            "registers": result.get("registers"), "tma": result.get("tma"),
             "spill_B": result.get("spill_bytes"), "seconds": round(result["seconds"], 2),
             "reason": _short(result.get("reason"))})
     if args.json:
         print(json.dumps({"arch": arch, "results": rows}, indent=1))
     else:
         print(table(rows, ("shape", "config", "status", "shared_B", "rule_B", "registers",
-                           "spill_B", "seconds")))
+                           "spill_B", "tma", "seconds")))
         _print_summary(rows, arch)
     return 0 if all(r["status"] == "ok" for r in rows) else 1
 
