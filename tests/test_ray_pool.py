@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +44,73 @@ def test_a_cluster_address_where_nothing_answers_is_refused_at_once(tmp_path):
     assert time.monotonic() - start < 30
     (status,) = list_studies(storage)["status"]  # stored, and released: not left running
     assert status != "running"
+
+
+def _serve_once(reply: bytes | None) -> tuple[int, threading.Thread, socket.socket]:
+    """A TCP server on a free local port that answers one connection with ``reply`` (or stays
+    silent until the client leaves)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(64)
+            if reply is None:
+                conn.settimeout(10)
+                try:
+                    conn.recv(64)  # returns when the client closes
+                except OSError:
+                    pass
+            else:
+                conn.sendall(reply)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server.getsockname()[1], thread, server
+
+
+@pytest.mark.parametrize(("reply", "said"), [
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", "its reply began b'HTTP/1.1 '"),
+    (None, "no reply within 5 s")])
+def test_a_cluster_address_where_something_else_answers_is_refused(tmp_path, reply, said):
+    """A web server, or a silent one, at the address: Ray's retries would hang as long."""
+    port, thread, server = _serve_once(reply)
+    storage = str(tmp_path / "r.db")
+    spec = make_spec(evaluator={"name": "synthetic", "options": {"work_s": 0.01}}, workers=2)
+    start = time.monotonic()
+    with server, pytest.raises(UsageError, match="is not a Ray cluster") as refused:
+        run_study(spec, storage, ray_address=f"127.0.0.1:{port}")
+    thread.join(15)
+    assert said in str(refused.value) and time.monotonic() - start < 30
+    (status,) = list_studies(storage)["status"]
+    assert status != "running"
+
+
+def test_a_ray_head_passes_the_address_check():
+    """The check speaks HTTP/2 to the head's GCS, which is what a real cluster answers."""
+    from dse.study.pool import _require_listening
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ray_cli = Path(sys.executable).with_name("ray")
+    head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", f"--port={port}",
+                             "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                             "--include-dashboard=false", "--disable-usage-stats"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                _require_listening(f"127.0.0.1:{port}")
+                break
+            except UsageError:
+                assert head.poll() is None, "ray start --head exited"
+                assert time.monotonic() < deadline, "the head's GCS did not come up in 90 s"
+                time.sleep(0.5)
+        _require_listening(f"ray://127.0.0.1:{port}")  # the same check for the client form
+    finally:
+        head.terminate()
+        head.wait(60)

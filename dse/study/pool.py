@@ -53,20 +53,49 @@ def _restore(handlers: dict[int, Any]) -> None:
             signal.signal(sig, handler)
 
 
+# an HTTP/2 client's connection preface and its (empty) SETTINGS frame: a gRPC server, as a
+# Ray head's GCS and its client server are, answers with a SETTINGS frame of its own
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+SETTINGS_FRAME = 4
+START_HINT = ("start a cluster with `ray start --head` and give the address it prints, or "
+              "`auto` for one on this machine")
+
+
 def _require_listening(address: str) -> None:
-    """Refuse a ``host:port`` (or ``ray://host:port``) where nothing accepts a connection within
-    5 s: ray.init would retry for many minutes, holding the study's lease."""
+    """Refuse a ``host:port`` (or ``ray://host:port``) where nothing accepts a connection, or
+    where what does answers no HTTP/2 (gRPC) within 5 s: ray.init would retry for many minutes,
+    holding the study's lease."""
     import socket
 
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         return  # "auto", or a form Ray resolves itself
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=5) as conn:
+            conn.sendall(HTTP2_PREFACE)
+            reply = _read_frame_header(conn)
     except OSError as exc:
-        raise UsageError(f"--ray-address {address}: nothing answers there ({exc}); start a "
-                         "cluster with `ray start --head` and give the address it prints, or "
-                         "`auto` for one on this machine") from None
+        raise UsageError(f"--ray-address {address}: nothing answers there ({exc}); "
+                         f"{START_HINT}") from None
+    if len(reply) < 9 or reply[3] != SETTINGS_FRAME:
+        said = f"its reply began {reply!r}" if reply else "no reply within 5 s"
+        raise UsageError(f"--ray-address {address}: what answers there is not a Ray cluster "
+                         f"(it does not speak gRPC: {said}); {START_HINT}")
+
+
+def _read_frame_header(conn: Any) -> bytes:
+    """The first 9 bytes the server sends (an HTTP/2 frame header), or fewer if it stops or
+    stays silent for the connection's timeout."""
+    reply = b""
+    try:
+        while len(reply) < 9:
+            chunk = conn.recv(9 - len(reply))
+            if not chunk:
+                break
+            reply += chunk
+    except (TimeoutError, ConnectionResetError):
+        pass
+    return reply
 
 
 class RayPool:
