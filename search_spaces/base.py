@@ -186,6 +186,11 @@ class SearchSpaceBase(ABC):
                free: Iterable[str] = ()) -> Iterator[tuple[ConfigBatch, int]]:
         """The configs to search, in batches, each with the size of the box it came from."""
 
+    def tie_order(self, batch: ConfigBatch) -> np.ndarray | None:
+        """Which of the configs a cheaper rung scores alike a ladder passes on first (lower
+        first); None keeps the order they were enumerated in."""
+        return None
+
     def _context(self, batch: ConfigBatch) -> Any:
         return batch
 

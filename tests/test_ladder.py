@@ -116,6 +116,14 @@ def test_choose_caps_each_group():
     assert choose(scores, 3, "top").tolist() == [0, 1, 2]
 
 
+def test_choose_orders_configs_scored_alike_as_the_space_says():
+    scores = np.array([9.0, 7.0, 7.0, 7.0, np.nan, 1.0])
+    assert choose(scores, 3, "top").tolist() == [0, 1, 2]  # their own order
+    ties = np.array([0.0, 2.0, 1.0, 0.0, 0.0, 0.0])
+    assert choose(scores, 3, "top", ties=ties).tolist() == [0, 3, 2]
+    assert choose(scores, 3, "top", ["a", "b", "b", "b", "c", "d"], 1, ties).tolist() == [0, 3, 5]
+
+
 def test_group_by_must_name_parameters():
     rung = {"evaluator": "analytical", "keep": 5, "group_by": ["m_ct", "nope"], "per_group": 1}
     base = {"name": "g", "target": "xdna2",

@@ -118,6 +118,20 @@ def test_swizzle_groups_that_walk_alike_are_one_config():
     assert ctx.space.resolve({"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64})["GROUP_M"] == 2
 
 
+def test_the_gpu_sees_swizzles_the_model_ties_from_group_m_8_outwards():
+    """At 4096^3 the tensor cores set the pace and every GROUP_M's wave fits L2: the model
+    scores the six swizzles of a kernel alike, and the ladder's shortlist takes 8, 4 and 16."""
+    from dse.study.ladder import choose
+
+    ctx = build_context("h200", "bf16-bf16", "4096x4096x4096")
+    configs = [ctx.space.resolve({**GOOD, "GROUP_M": g}) for g in (1, 2, 4, 8, 16, 32)]
+    batch = ctx.space.encode(configs)
+    tops = build_evaluator("analytical").score(batch, ctx)["tops"]
+    assert np.all(tops == tops[0])
+    kept = choose(tops, 3, "top", ties=ctx.space.tie_order(batch))
+    assert [configs[i]["GROUP_M"] for i in kept] == [8, 4, 16]
+
+
 @pytest.mark.parametrize("shape", ["1x4096x4096", "8x4096x4096", "4096x8x4096"])
 def test_tiny_dimensions_still_have_configs(shape):
     result = scored(shape, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=1, num_stages=1,

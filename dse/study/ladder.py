@@ -52,13 +52,16 @@ def agreement(cheap: np.ndarray, dear: np.ndarray, k: int) -> dict[str, float]:
 
 
 def choose(scores: np.ndarray, keep: int, how: str, groups: list[Any] | None = None,
-           per_group: int | None = None) -> np.ndarray:
+           per_group: int | None = None, ties: np.ndarray | None = None) -> np.ndarray:
     """Indices of the configs to pass on: the best ``keep``, or ``keep`` spread over the range of
     scores (best and worst included: the dearer rung then sees the whole range, which is what
     checking or calibrating the cheaper one needs; evenly on a log scale when the scores share a
     sign, as throughputs spanning orders of magnitude do). Unscored configs are never passed;
-    with ``groups`` (a label per config), at most ``per_group`` of a group, its best."""
-    ranked = [i for i in np.argsort(-scores, kind="stable") if np.isfinite(scores[i])]
+    with ``groups`` (a label per config), at most ``per_group`` of a group, its best. Configs
+    scored alike go in the order of ``ties`` (lower first; the space's ``tie_order``), else in
+    their own."""
+    order = np.argsort(-scores, kind="stable") if ties is None else np.lexsort((ties, -scores))
+    ranked = [i for i in order if np.isfinite(scores[i])]
     if groups is not None and per_group is not None:
         taken: dict[Any, int] = {}
         capped = []
@@ -102,7 +105,8 @@ def run_ladder(runner: StudyRunner, ctx: EvalContext, workload_id: int,
         if index == 0 and hasattr(evaluator, "score"):  # score the whole space at once
             values = evaluator.score(batch, ctx)[objective.metric].astype(float) * sign
             kept = choose(values, rung.keep or len(values), rung.select,
-                          _groups(batch, rung.group_by), rung.per_group)
+                          _groups(batch, rung.group_by), rung.per_group,
+                          ctx.space.tie_order(batch))
             batch = batch_take(batch, kept)
         configs = ctx.space.decode(batch)
         if rung.trials is not None:
@@ -127,9 +131,11 @@ def run_ladder(runner: StudyRunner, ctx: EvalContext, workload_id: int,
                               evaluator.name, previous, dict(zip(keys, scores, strict=True)))
         previous = dict(zip(keys, scores, strict=True))
         if index + 1 < len(spec.ladder):
+            measured = ctx.space.encode(configs)
             kept = choose(scores, rung.keep or len(scores), rung.select,
-                          _groups(ctx.space.encode(configs), rung.group_by), rung.per_group)
-            batch = ctx.space.encode([configs[i] for i in kept])
+                          _groups(measured, rung.group_by), rung.per_group,
+                          ctx.space.tie_order(measured))
+            batch = batch_take(measured, kept)
         runner.recorder.flush()
 
 
