@@ -1,0 +1,104 @@
+"""The analytical evaluator's version names what it reports. Stored results are served by
+(target, workload, config, evaluator name and version), so a change to a space's rules or model
+that alters results under the same version would have results of the old code served as
+current. Each version's results on a fixed sample of every space's configs are fingerprinted
+in ``tests/data/analytical_fingerprints.json``: a change that alters them fails here until the
+evaluator gets a new version and its fingerprints are recorded with
+``.venv/bin/python -m tests.test_model_versions --update``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dse.problem import build_context
+from dse.registry import analytical_spaces
+from evaluators.analytical import AnalyticalEvaluator
+from search_spaces.base import batch_len, batch_take
+
+FINGERPRINTS = Path(__file__).with_name("data") / "analytical_fingerprints.json"
+SAMPLE = 400  # configs a case evaluates, spread evenly over its space's box
+# (target, dtype, shape): every space the evaluator scores, at a shape with infeasible and
+# feasible configs; the cpu target gets fixed cache sizes (it reads 0s from the machine)
+CASES = {"xdna": ("xdna", "int8-int8", "1024x1024x1024"),
+         "xdna2": ("xdna2", "bf16-bf16", "2048x2048x2048"),
+         "ascend-950pr": ("ascend-950pr", "bf16-bf16", "4x1024x1024x1024"),
+         "h200": ("h200", "bf16-bf16", "4096x4096x4096"),
+         "h200-decode": ("h200", "bf16-bf16", "64x4096x4096"),
+         "h200-unaligned": ("h200", "fp16-fp16", "1000x1004x1000"),
+         "cpu": ("cpu", "fp32-fp32", "256x256x256")}
+CPU_CACHES = {"l1_bytes": 49152, "l2_bytes": 2097152, "l3_bytes": 33554432}
+
+
+def _cpu_target_file(folder: Path) -> str:
+    text = (Path(__file__).parents[1] / "dse" / "targets" / "cpu.toml").read_text()
+    for name, size in CPU_CACHES.items():
+        text = text.replace(f"{name} = 0", f"{name} = {size}")
+    path = folder / "cpu-fixed.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def _value(v: Any) -> Any:
+    """Floats to 6 significant digits: the fingerprint is of what the model says, not of the
+    last bits a machine's maths library rounds differently."""
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return v
+
+
+def fingerprint(case: str) -> str:
+    """A digest of the evaluator's results (status, reason, metrics) on the case's sample."""
+    target, dtype, shape = CASES[case]
+    with tempfile.TemporaryDirectory() as folder:
+        if target == "cpu":
+            target = _cpu_target_file(Path(folder))
+        ctx = build_context(target, dtype, shape)
+        batch, _ = ctx.space.enumerate()
+        n = batch_len(batch)
+        picked = np.unique(np.linspace(0, n - 1, min(SAMPLE, n)).astype(np.int64))
+        results = AnalyticalEvaluator().evaluate(batch_take(batch, picked), ctx)
+    rows = [[r.status.value, r.reason, sorted((k, _value(v)) for k, v in r.metrics.items())]
+            for r in results]
+    assert any(r.ok for r in results), case  # the sample holds scored configs
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]
+
+
+def test_every_space_the_evaluator_scores_has_a_case():
+    spaces = {build_context(*case).space.name for case in CASES.values()}
+    assert spaces == set(analytical_spaces())
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_results_change_only_with_the_version(case):
+    version = AnalyticalEvaluator.version
+    recorded = json.loads(FINGERPRINTS.read_text())
+    assert version in recorded, (
+        f"analytical version {version} has no fingerprints: record them with "
+        ".venv/bin/python -m tests.test_model_versions --update")
+    assert fingerprint(case) == recorded[version][case], (
+        f"the analytical evaluator's results for {case} changed under version {version}: "
+        "results stored by the old code would be served as current. Give AnalyticalEvaluator "
+        "a new version (say why beside it) and record its fingerprints with "
+        ".venv/bin/python -m tests.test_model_versions --update")
+
+
+def _update() -> None:
+    recorded = json.loads(FINGERPRINTS.read_text()) if FINGERPRINTS.exists() else {}
+    recorded[AnalyticalEvaluator.version] = {case: fingerprint(case) for case in sorted(CASES)}
+    FINGERPRINTS.parent.mkdir(exist_ok=True)
+    FINGERPRINTS.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+    print(f"recorded version {AnalyticalEvaluator.version} in {FINGERPRINTS}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--update"]:
+        sys.exit("usage: python -m tests.test_model_versions --update")
+    _update()
