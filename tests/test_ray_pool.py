@@ -56,15 +56,15 @@ def _serve_once(reply: bytes | None) -> tuple[int, threading.Thread, socket.sock
     def serve() -> None:
         conn, _ = server.accept()
         with conn:
-            conn.recv(64)
-            if reply is None:
-                conn.settimeout(10)
-                try:
+            conn.settimeout(10)
+            try:
+                conn.recv(64)
+                if reply is None:
                     conn.recv(64)  # returns when the client closes
-                except OSError:
-                    pass
-            else:
-                conn.sendall(reply)
+                else:
+                    conn.sendall(reply)
+            except OSError:  # the client left first
+                pass
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -73,16 +73,17 @@ def _serve_once(reply: bytes | None) -> tuple[int, threading.Thread, socket.sock
 
 @pytest.mark.parametrize(("reply", "said"), [
     (b"HTTP/1.1 400 Bad Request\r\n\r\n", "its reply began b'HTTP/1.1 '"),
-    (None, "no reply within 5 s")])
+    (None, "it sent nothing back within 5 s")])
 def test_a_cluster_address_where_something_else_answers_is_refused(tmp_path, reply, said):
     """A web server, or a silent one, at the address: Ray's retries would hang as long."""
     port, thread, server = _serve_once(reply)
     storage = str(tmp_path / "r.db")
     spec = make_spec(evaluator={"name": "synthetic", "options": {"work_s": 0.01}}, workers=2)
     start = time.monotonic()
-    with server, pytest.raises(UsageError, match="is not a Ray cluster") as refused:
-        run_study(spec, storage, ray_address=f"127.0.0.1:{port}")
-    thread.join(15)
+    with server:
+        with pytest.raises(UsageError, match="is not a Ray cluster") as refused:
+            run_study(spec, storage, ray_address=f"127.0.0.1:{port}")
+        thread.join(15)
     assert said in str(refused.value) and time.monotonic() - start < 30
     (status,) = list_studies(storage)["status"]
     assert status != "running"
@@ -114,3 +115,14 @@ def test_a_ray_head_passes_the_address_check():
     finally:
         head.terminate()
         head.wait(60)
+
+
+def test_a_tls_cluster_is_only_checked_for_answering(monkeypatch):
+    """A head started with RAY_USE_TLS speaks no plain HTTP/2: what answers is let through."""
+    from dse.study.pool import _require_listening
+
+    monkeypatch.setenv("RAY_USE_TLS", "1")
+    port, thread, server = _serve_once(b"\x15\x03\x03\x00\x02\x02\x46")  # a TLS alert
+    with server:
+        _require_listening(f"127.0.0.1:{port}")
+        thread.join(15)

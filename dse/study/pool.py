@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import traceback
@@ -72,15 +73,22 @@ def _require_listening(address: str) -> None:
         return  # "auto", or a form Ray resolves itself
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=5) as conn:
+            if _ray_uses_tls():  # a TLS head answers no plain HTTP/2: only connecting is checked
+                return
             conn.sendall(HTTP2_PREFACE)
             reply = _read_frame_header(conn)
     except OSError as exc:
         raise UsageError(f"--ray-address {address}: nothing answers there ({exc}); "
                          f"{START_HINT}") from None
     if len(reply) < 9 or reply[3] != SETTINGS_FRAME:
-        said = f"its reply began {reply!r}" if reply else "no reply within 5 s"
+        said = f"its reply began {reply!r}" if reply else "it sent nothing back within 5 s"
         raise UsageError(f"--ray-address {address}: what answers there is not a Ray cluster "
                          f"(it does not speak gRPC: {said}); {START_HINT}")
+
+
+def _ray_uses_tls() -> bool:
+    """Whether Ray connects with TLS here (``RAY_USE_TLS``, as Ray itself reads it)."""
+    return os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true")
 
 
 def _read_frame_header(conn: Any) -> bytes:

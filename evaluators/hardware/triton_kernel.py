@@ -244,7 +244,8 @@ def _arguments(job: dict[str, Any], a: Any, b: Any, c: Any, partials: Any,
 def _launcher(job: dict[str, Any], a: Any, b: Any, c: Any) -> Any:
     """A callable computing C = A @ B in one launch of the kernel (split-K reduces its slices
     inside it) and returning the compiled kernel Triton launched (None under the
-    interpreter); its arguments (descriptors included) are made once, not at every launch."""
+    interpreter); its arguments (the descriptors' Python objects included) are made once, not
+    at every launch (Triton still encodes each TMA descriptor for the GPU at every launch)."""
     positional, named = _arguments(job, a, b, c, *_split_state(job, a))
     launch = kernel()[_grid(job)]
     return lambda: launch(*positional, **named)

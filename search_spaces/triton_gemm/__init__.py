@@ -111,16 +111,20 @@ OPERAND_REGISTERS = 40
 
 def thread_registers(b: ConfigBatch, in_bytes: int, device: Any,
                      tma: bool = False) -> np.ndarray:
-    """Registers a thread needs: its fp32 accumulators, 40 more, and with mma.sync fed by
-    pointer loads the A and B tiles of a K step, which that path holds in registers (spread
-    over the block's threads); loaded by TMA, the tiles stay in shared memory.
+    """Registers a thread needs: its fp32 accumulators, 40 more, and with mma.sync the A and B
+    tiles of a K step (spread over the block's threads), which that path holds in registers
+    when it loads them through pointers; loaded by TMA, the tiles stay in shared memory and a
+    quarter of them is charged, for the fragments of the MMA steps in flight.
     Pointer loads: over 72 bf16 configs compiled for sm_90 (both MMA kinds, 1 to 16 warps) the
     rule this feeds agrees with ptxas on which ones spill or fail for 66; of the others, four
     were predicted to need 264 registers and used 248 to 254 without spilling, two spilled 16
-    and 120 bytes. TMA loads: it agrees for all of 36 mma.sync configs (1 to 4 warps)."""
+    and 120 bytes. TMA loads: over 106 mma.sync configs (bf16 and fp32, both layouts of B, 1 to
+    8 warps, 1 to 4 stages) it agrees for 100, and for every bf16 one with B column-major and
+    more than one stage; of the others, three with one stage and three with B row-major spill
+    20 to 1,196 bytes."""
     tiles = (b["BLOCK_M"] + b["BLOCK_N"]) * b["BLOCK_K"] * in_bytes // (4 * 32 * b["num_warps"])
-    held = ~warpgroup_mma(b, device) & (not tma)
-    return accumulator_registers(b) + OPERAND_REGISTERS + np.where(held, tiles, 0)
+    held = np.where(warpgroup_mma(b, device), 0, tiles // 4 if tma else tiles)
+    return accumulator_registers(b) + OPERAND_REGISTERS + held
 
 
 def register_budget(b: ConfigBatch, device: Any) -> np.ndarray:
@@ -162,8 +166,8 @@ def _rules(target: GpuTarget, w: GemmWorkload) -> tuple[Rule, ...]:
                           f"{int(smem_bytes(b, dt, dev, tma)[i]):,} B exceeds the "
                           f"{dev.smem_per_block_bytes:,} B a block may use"),
         Rule("registers", f"fp32 accumulators per thread at most {acc_max}, and with "
-             f"{OPERAND_REGISTERS} more for addresses (and with pointer loads mma.sync's "
-             "operand tiles) within "
+             f"{OPERAND_REGISTERS} more for addresses (and mma.sync's operand tiles, a "
+             "quarter of them with TMA loads) within "
              f"what a thread may hold ({dev.max_registers_per_thread}, or "
              f"{dev.registers_per_sm:,} over the block's threads)",
              lambda b: (accumulator_registers(b) <= acc_max)
