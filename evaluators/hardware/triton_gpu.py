@@ -28,7 +28,6 @@ from search_spaces.base import ConfigBatch
 from search_spaces.triton_gemm import tma_loads
 
 KERNEL = "evaluators.hardware.triton_kernel"
-LOADS = ("tma", "pointers")
 
 
 def job_of(params: dict[str, Any], ctx: EvalContext, seed: int = 0,
@@ -57,8 +56,8 @@ class TritonEvaluator:
     def __init__(self, interpret: bool = False, min_repeats: int = 2, max_repeats: int = 4,
                  target_spread: float = 0.05, timeout_s: float = 300.0, seed: int = 0,
                  loads: str = "tma") -> None:
-        if loads not in LOADS:
-            raise ValueError(f"loads={loads!r} is not one of {', '.join(LOADS)}")
+        if loads not in triton_kernel.LOADS:
+            raise ValueError(f"loads={loads!r} is not one of {', '.join(triton_kernel.LOADS)}")
         self.interpret, self.loads = interpret, loads
         self.settings = MeasureSettings(0, min_repeats, max_repeats, target_spread, timeout_s)
         self.seed = seed

@@ -23,6 +23,7 @@ from typing import Any
 
 RunOutput = namedtuple("RunOutput", "seconds correct detail")  # what the harness reads
 KERNEL_PARAMS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K")
+LOADS = ("tma", "pointers")  # how the kernel loads A and B
 _KERNEL: Any = None
 _DATA: dict[tuple[Any, ...], Any] = {}
 _STATE: dict[tuple[Any, ...], Any] = {}
@@ -198,8 +199,8 @@ def _grid(job: dict[str, Any]) -> tuple[int]:
 def uses_tma(job: dict[str, Any]) -> bool:
     """Whether the job loads A and B through tensor descriptors (TMA)."""
     loads = job.get("loads", "pointers")
-    if loads not in ("tma", "pointers"):
-        raise ValueError(f"loads={loads!r}: 'tma' or 'pointers'")
+    if loads not in LOADS:
+        raise ValueError(f"loads={loads!r} is not one of {', '.join(LOADS)}")
     return loads == "tma"
 
 
