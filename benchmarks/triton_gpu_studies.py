@@ -34,6 +34,7 @@ from dse.formatting import table
 from dse.study.query import best_trials, fidelity_report, load_trials
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
+from evaluators.hardware.triton_kernel import LOADS
 
 # the decode study first: it is quick and has a target, so a run cut short has measured it
 STUDIES = tuple(Path(__file__).parents[1] / "studies" / f"h200_bf16{suffix}.yaml"
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="h200", choices=("h200", "h100"))
     parser.add_argument("--keep", type=positive_int, default=60,
                         help="hardware trials a shape")
-    parser.add_argument("--loads", default="tma", choices=("tma", "pointers"),
+    parser.add_argument("--loads", default="tma", choices=LOADS,
                         help="how the kernel loads A and B: through TMA (the default) or "
                         "through addresses it computes (studies of their own)")
     parser.add_argument("--storage", help="SQLite file or URL (default: a temporary file)")

@@ -59,7 +59,6 @@ def _build_kernel() -> Any:
         pid_n = (pid % width) // rows
         rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        rk = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         if TMA:
             # a and b are tensor descriptors: the tensor memory accelerator copies each tile
@@ -78,6 +77,7 @@ def _build_kernel() -> Any:
             # stored), so only K needs a mask in the loop; addresses come from the step rather
             # than advanced pointers. The sm_90 loop of 128x256x64 is 99 instructions
             # (cuobjdump), against 140 with row and column masks and 156 with advanced pointers.
+            rk = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
             ra = tl.max_contiguous(tl.multiple_of(rm % M, BLOCK_M), BLOCK_M)
             rb = tl.max_contiguous(tl.multiple_of(rn % N, BLOCK_N), BLOCK_N)
             for step in range(0, tl.cdiv(K, BLOCK_K * SPLIT_K)):
@@ -130,6 +130,11 @@ def _torch_dtype(name: str) -> Any:
     return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
 
 
+def _b_col(job: dict[str, Any]) -> bool:
+    """Whether the job's B is stored N x K (``col``) rather than K x N."""
+    return job.get("b_layout", "row") == "col"
+
+
 def _problem(job: dict[str, Any]) -> tuple[Any, ...]:
     return (job["M"], job["K"], job["N"], job["dtype"], job.get("b_layout", "row"),
             job.get("seed", 0))
@@ -147,7 +152,7 @@ def _operands(job: dict[str, Any]) -> tuple[Any, Any, Any]:
         generator = torch.Generator(device=device).manual_seed(job.get("seed", 0))
         dtype = _torch_dtype(job["dtype"])
         a = torch.randn(job["M"], job["K"], generator=generator, device=device).to(dtype)
-        if job.get("b_layout", "row") == "col":
+        if _b_col(job):
             b = torch.randn(job["N"], job["K"], generator=generator, device=device).to(dtype).t()
         else:
             b = torch.randn(job["K"], job["N"], generator=generator, device=device).to(dtype)
@@ -210,13 +215,13 @@ def constants(job: dict[str, Any]) -> dict[str, int]:
     come through tensor descriptors and whether B is stored N x K."""
     rows = max(8, 2048 * job["num_warps"] // job["BLOCK_N"])
     return {**{p: job[p] for p in KERNEL_PARAMS}, "EPILOGUE_ROWS": min(job["BLOCK_M"], rows),
-            "TMA": int(uses_tma(job)), "B_COL": int(job.get("b_layout", "row") == "col")}
+            "TMA": int(uses_tma(job)), "B_COL": int(_b_col(job))}
 
 
 def descriptor_blocks(job: dict[str, Any]) -> tuple[list[int], list[int]]:
     """The tiles the TMA descriptors of A and B (as B is stored) copy a step."""
     bm, bn, bk = job["BLOCK_M"], job["BLOCK_N"], job["BLOCK_K"]
-    return [bm, bk], ([bn, bk] if job.get("b_layout", "row") == "col" else [bk, bn])
+    return [bm, bk], ([bn, bk] if _b_col(job) else [bk, bn])
 
 
 def _operand_arguments(job: dict[str, Any], a: Any, b: Any) -> tuple[Any, Any]:
@@ -227,7 +232,7 @@ def _operand_arguments(job: dict[str, Any], a: Any, b: Any) -> tuple[Any, Any]:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     a_block, b_block = descriptor_blocks(job)
-    stored = b.t() if job.get("b_layout", "row") == "col" else b
+    stored = b.t() if _b_col(job) else b
     return (TensorDescriptor.from_tensor(a, a_block),
             TensorDescriptor.from_tensor(stored, b_block))
 
