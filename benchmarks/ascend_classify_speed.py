@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from dse.target import load_target
+from dse.core.registry import load_target
 from search_spaces.ascend_bmm.rules import classify
 
 

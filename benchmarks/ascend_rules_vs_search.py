@@ -26,11 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from dse.formatting import table
-from dse.problem import build_context, build_evaluator
-from dse.search import exhaustive
-from dse.study.query import best_trials, load_trials
+from dse import load_trials
+from dse.core.formatting import table
+from dse.core.registry import build_context, build_evaluator
+from dse.storage.frames import best_trials
 from dse.study.runner import run_study
+from dse.study.search import exhaustive
 from dse.study.spec import study_from_dict
 
 WIN = 1.05  # search "wins" when it is at least 5 % faster

@@ -25,10 +25,11 @@ from pathlib import Path
 
 from werkzeug.serving import make_server
 
+from dse import load_trials
+from dse.core.errors import UsageError
 from dse.dashboard import create_app
-from dse.errors import UsageError
-from dse.study.paging import trial_page
-from dse.study.query import best_trials, load_trials
+from dse.storage import open_store
+from dse.storage.frames import best_trials
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
 
@@ -79,13 +80,13 @@ def main() -> None:
     storage = args.storage or str(Path(tempfile.mkdtemp()) / "dashboard.db")
     name = f"page-{args.shape}"
     try:
-        total = trial_page(storage, name, limit=1).total
+        total = open_store(storage).trial_page(name, limit=1).total
     except UsageError:  # not stored yet
         start = time.perf_counter()
         run_study(study_from_dict({"name": name, "target": "xdna", "sampler": "exhaustive",
                                    "workload": {"shape": args.shape, "dtype": "int8-int8"}}),
                   storage)
-        total = trial_page(storage, name, limit=1).total
+        total = open_store(storage).trial_page(name, limit=1).total
         print(f"stored {total:,} evaluations in {time.perf_counter() - start:.1f} s")
 
     server = make_server("127.0.0.1", 0, create_app(storage), threaded=True)

@@ -14,9 +14,9 @@ import time
 
 import numpy as np
 
-from dse.problem import build_context, build_evaluator
-from dse.search import exhaustive
-from search_spaces.base import batch_take
+from dse.core.params import batch_take
+from dse.core.registry import build_context, build_evaluator
+from dse.study.search import exhaustive
 
 
 def main() -> None:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from dse.problem import build_context, build_evaluator
-from dse.search import exhaustive
-from dse.study.query import load_trials
+from dse import load_trials
+from dse.core.registry import build_context, build_evaluator
 from dse.study.runner import run_study
+from dse.study.search import exhaustive
 from dse.study.spec import study_from_dict
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import time
 
-from dse.problem import build_context, build_evaluator
-from dse.search import exhaustive
+from dse.core.registry import build_context, build_evaluator
+from dse.study.search import exhaustive
 from evaluators.simulator.gemm_sim import Plan, make_plan
 from evaluators.simulator.run import simulate
 

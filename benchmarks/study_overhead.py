@@ -18,7 +18,7 @@ from pathlib import Path
 
 import optuna
 
-from dse.problem import build_context, build_evaluator
+from dse.core.registry import build_context, build_evaluator
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
 

@@ -4,7 +4,7 @@ Run: python benchmarks/trial_page.py [--storage big.db] [--shape 4032x4032x4032]
 
 Stores an exhaustive XDNA study (139,279 trials for the default 4032^3 int8 problem; reused
 when the storage already holds it), then times, in the same process, a 50-row page of the best
-feasible configs with a filter (:func:`dse.study.paging.trial_page`) against the baseline of
+feasible configs with a filter (the store's ``trial_page``) against the baseline of
 ``load_trials`` + the pandas filter + sort + slice, and prints the ratio.
 """
 
@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from dse.errors import UsageError
-from dse.study.filters import apply_filter
-from dse.study.paging import trial_page
-from dse.study.query import load_trials
+from dse import load_trials
+from dse.core.errors import UsageError
+from dse.storage import open_store
+from dse.storage.filters import apply_filter
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
 
@@ -47,7 +47,7 @@ def main() -> None:
     storage = args.storage or str(Path(tempfile.mkdtemp()) / "page.db")
     name = f"page-{args.shape}"
     try:
-        trial_page(storage, name, limit=1)
+        open_store(storage).trial_page(name, limit=1)
     except UsageError:  # not stored yet
         start = time.perf_counter()
         run_study(study_from_dict({"name": name, "target": "xdna", "sampler": "exhaustive",
@@ -55,8 +55,9 @@ def main() -> None:
                   storage)
         print(f"stored the exhaustive study in {time.perf_counter() - start:.1f} s")
 
-    paged_s, page = best_of(args.repeats, lambda: trial_page(
-        storage, name, where=WHERE, sort=SORT, offset=100, limit=50))
+    store = open_store(storage)
+    paged_s, page = best_of(args.repeats, lambda: store.trial_page(
+        name, where=WHERE, sort=SORT, offset=100, limit=50))
 
     def baseline():  # noqa: ANN202
         frame = apply_filter(load_trials(storage, name), WHERE)

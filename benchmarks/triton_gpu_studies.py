@@ -28,10 +28,12 @@ from pathlib import Path
 
 import yaml
 
-from dse.cli_args import positive_int
-from dse.errors import DseError
-from dse.formatting import table
-from dse.study.query import best_trials, fidelity_report, load_trials
+from dse import load_trials
+from dse.core.commands import positive_int
+from dse.core.errors import DseError
+from dse.core.formatting import table
+from dse.storage import open_store
+from dse.storage.frames import best_trials
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
 from evaluators.hardware.triton_kernel import LOADS
@@ -69,7 +71,7 @@ def _gpu_problem() -> str | None:
 
 
 def _show_device(target: str) -> None:
-    from dse.target import load_target
+    from dse.core.registry import load_target
     from search_spaces.triton_gemm.target import device_properties
 
     found = device_properties() or {}
@@ -132,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{', '.join(names)}: {time.perf_counter() - start:.0f} s, results in {storage}")
     print(table(rows, ("shape", "tuned_tflops", "torch_tflops", "ratio", "target",
                        "hardware_trials", "hardware_ok", "analytical_kept", "best")))
-    print(table([row for name in names for row in fidelity_report(storage, name)],
+    print(table([row for name in names for row in open_store(storage).fidelity_report(name)],
                 ("workload", "cheaper", "dearer", "n", "spearman", "top_k_overlap")))
     return 0
 

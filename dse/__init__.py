@@ -1,28 +1,43 @@
-"""dse: design-space exploration for GEMM mappings on AI accelerators."""
+"""dse: design-space exploration for GEMM mappings on AI accelerators.
 
-from dse.errors import DseError, TargetFileError, UsageError
-from dse.results import EvalResult, Status
-from dse.target import Target, load_target
-from dse.workload import GemmWorkload
+``dse.load_trials(storage, study)`` reads a study back as a pandas DataFrame; the contract a
+target family implements is :mod:`dse.core`. Names load on first use (``dse --help`` imports
+this package).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+_EXPORTS = {"DseError": "dse.core.errors", "TargetFileError": "dse.core.errors",
+            "UsageError": "dse.core.errors", "EvalResult": "dse.core.results",
+            "Status": "dse.core.results", "GemmWorkload": "dse.core.workload",
+            "Target": "dse.core.target", "load_target": "dse.core.registry"}
+
+__all__ = ["__version__", "load_trials", *sorted(_EXPORTS)]
+
 
 def load_trials(storage: str | None, study: str):  # noqa: ANN201 - pandas is imported lazily
-    """Every trial of ``study`` in ``storage`` (URL or SQLite path) as a pandas DataFrame."""
-    from dse.study.query import load_trials as _load
+    """Every trial of ``study`` in ``storage`` (URL or SQLite path, default ``./dse.db``) as a
+    pandas DataFrame: one row per trial, parameters and metrics as columns."""
+    from dse.storage.store import open_store
 
-    return _load(storage, study)
+    return open_store(storage, existing=True).load_trials(study)
 
 
-__all__ = [
-    "DseError",
-    "EvalResult",
-    "GemmWorkload",
-    "Status",
-    "Target",
-    "TargetFileError",
-    "UsageError",
-    "load_target",
-    "load_trials",
-]
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dse' has no attribute {name!r}")
+    return getattr(import_module(module), name)
+
+
+if TYPE_CHECKING:
+    from dse.core.errors import DseError, TargetFileError, UsageError
+    from dse.core.registry import load_target
+    from dse.core.results import EvalResult, Status
+    from dse.core.target import Target
+    from dse.core.workload import GemmWorkload

@@ -1,1 +1,2 @@
-"""Evaluators score configurations; each is registered by name in :mod:`dse.registry`."""
+"""Evaluators score configurations; each is registered by name in the ``dse.evaluators``
+entry-point group (see ``pyproject.toml``)."""

@@ -15,13 +15,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from dse.results import EvalResult, Status
+from dse.core import ConfigBatch, EvalContext, EvalResult, Evaluator, Status, batch_len, batch_take
 from evaluators.analytical import AnalyticalEvaluator
-from evaluators.base import EvalContext
-from search_spaces.base import ConfigBatch, batch_len, batch_take
 
 
-class SyntheticEvaluator:
+class SyntheticEvaluator(Evaluator):
     """Analytical metrics at a configurable cost per config."""
 
     name: ClassVar[str] = "synthetic"
@@ -37,16 +35,15 @@ class SyntheticEvaluator:
         self.fail_fraction = fail_fraction
         self._model = AnalyticalEvaluator()
 
-    def evaluate(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
+    def evaluate_feasible(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
         results = []
         for i in range(batch_len(batch)):
             start = time.perf_counter()
-            result = self._model.evaluate(batch_take(batch, np.array([i])), ctx)[0]
-            if result.ok:
-                _burn(self.work_s)
-                if self._fails(result.params):
-                    result = EvalResult(Status.FAILED, result.params,
-                                        reason="synthetic failure (fail_fraction)")
+            result = self._model.evaluate_feasible(batch_take(batch, np.array([i])), ctx)[0]
+            _burn(self.work_s)
+            if self._fails(result.params):
+                result = EvalResult(Status.FAILED, result.params,
+                                    reason="synthetic failure (fail_fraction)")
             results.append(EvalResult(result.status, result.params, result.metrics,
                                       result.reason, time.perf_counter() - start))
         return results

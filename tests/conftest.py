@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dse.problem import build_context, build_evaluator
+from dse.core.registry import build_context, build_evaluator
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dse.problem import build_context
-from search_spaces.base import batch_take
+from dse.core.params import batch_take
+from dse.core.registry import build_context
 
 
 def one_config(target: str, dtype: str, shape: str, b_layout: str = "col", **params: Any):
@@ -17,7 +17,8 @@ def one_config(target: str, dtype: str, shape: str, b_layout: str = "col", **par
 
 def score_one(target: str, dtype: str, shape: str, b_layout: str = "col", **params: Any) -> dict:
     """Analytical metrics of one config, asserting it is feasible."""
-    from evaluators.analytical import AnalyticalEvaluator, metrics_row
+    from dse.core.results import metrics_row
+    from evaluators.analytical import AnalyticalEvaluator
 
     ctx, batch = one_config(target, dtype, shape, b_layout, **params)
     assert ctx.space.check(batch).ok[0], ctx.space.explain(batch, 0)

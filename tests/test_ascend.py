@@ -10,11 +10,9 @@ import numpy as np
 import pytest
 
 from dse.cli import main
-from dse.errors import UsageError
-from dse.problem import build_context, build_evaluator
-from dse.target import load_target
-from dse.workload import BatchedGemmWorkload
-from search_spaces.ascend_bmm.cli import log_grid, sweep
+from dse.core.errors import UsageError
+from dse.core.registry import build_context, build_evaluator, load_target
+from dse.core.workload import BatchedGemmWorkload
 from search_spaces.ascend_bmm.rules import (
     BRANCHES,
     asw_tiling,
@@ -24,6 +22,7 @@ from search_spaces.ascend_bmm.rules import (
     snake_order,
     transpose_conflict,
 )
+from search_spaces.ascend_bmm.sweep import log_grid, sweep
 from search_spaces.ascend_bmm.tiling import rule_decision
 
 
@@ -279,10 +278,11 @@ def test_search_and_evaluate_commands(capsys):
 
 
 def test_a_study_goes_through_store_queries_dashboard_and_report(storage_url, tmp_path):
+    from dse import load_trials
     from dse.analysis.report import write_report
     from dse.dashboard import create_app
-    from dse.study.paging import trial_page
-    from dse.study.query import best_trials, list_studies, load_trials
+    from dse.storage import open_store
+    from dse.storage.frames import best_trials
     from dse.study.runner import run_study
     from dse.study.spec import study_from_dict
 
@@ -295,9 +295,10 @@ def test_a_study_goes_through_store_queries_dashboard_and_report(storage_url, tm
     assert set(frame["shape"]) == {"8x2048x1024x2048", "8/1x512x256x512"}
     assert set(frame["b_layout"]) == {"NN", "NT"} and (frame["status"] == "ok").mean() > 0.8
     assert len(best_trials(frame, top=1)) == 2
-    assert "8/1x512x256x512 bf16-bf16" in list_studies(storage_url)["workloads"].iloc[0]
-    page = trial_page(storage_url, "asc", where="shape == '8/1x512x256x512' and status == 'ok'",
-                      sort="-tops", limit=5)
+    store = open_store(storage_url)
+    assert "8/1x512x256x512 bf16-bf16" in store.list_studies()["workloads"].iloc[0]
+    page = store.trial_page("asc", where="shape == '8/1x512x256x512' and status == 'ok'",
+                            sort="-tops", limit=5)
     assert page.total > 0 and set(page.frame["shape"]) == {"8/1x512x256x512"}
     client = create_app(storage_url).test_client()
     study = client.get("/study/asc")
@@ -306,12 +307,13 @@ def test_a_study_goes_through_store_queries_dashboard_and_report(storage_url, tm
     config = client.get(f"/config/{number}/asc")
     assert config.status_code == 200 and "DRAM traffic per matrix" in config.text
     assert "On-chip resource occupancy" in config.text
-    report = write_report(storage_url, "asc", tmp_path / "asc.html")
+    report = write_report(open_store(storage_url), "asc", tmp_path / "asc.html")
     assert "Roofline" in report.read_text()
 
 
 def test_balance_report_with_what_if(tmp_path):
     from dse.analysis.balance import balance_report
+    from dse.storage import open_store
     from dse.study.runner import run_study
     from dse.study.spec import study_from_dict
 
@@ -320,7 +322,7 @@ def test_balance_report_with_what_if(tmp_path):
                                "seed": 1, "workload": {"shape": "64x512x512x512",
                                                        "dtype": "bf16"},
                                "budget": {"trials": 20}}), storage)
-    (report,) = balance_report(storage, "bal")
+    (report,) = balance_report(open_store(storage), "bal")
     assert report["study_best"]["bound"] in ("compute", "memory")
     knobs = {row["knob"] for row in report["what_if"]}
     assert knobs == {"GM bandwidth", "L1 size", "clock"}

@@ -11,10 +11,12 @@ import time
 
 import pytest
 
+from dse import load_trials
 from dse.cli import main
-from dse.study.query import list_studies, load_trials
-from dse.study_cli import _Progress, _run_command
-from dse.target import TARGETS_DIR
+from dse.cli.progress import ProgressBars
+from dse.cli.studies import _run_command
+from dse.core.registry import target_path
+from dse.storage import open_store
 
 STUDY = """
 name: small
@@ -54,7 +56,7 @@ def _refused(capsys, argv: list[str], message: str) -> None:
     (["search", "--target", "xdna2", "--dtype", "int8-int8", "--shape", "64x64x64",
       "--k-mt", "-5"], "argument --k-mt: must be at least 1"),
     (["ascend", "sweep", "--points", "0"], "argument --points: must be at least 1"),
-    (["dashboard", "--port", "99999"], "--port must be 0 (any free port) to 65535"),
+    (["dashboard", "--port", "99999"], "--port: must be 0 (any free port) to 65535"),
 ])
 def test_bad_options_exit_2(capsys, argv, message):
     _refused(capsys, argv, message)
@@ -90,7 +92,7 @@ def test_a_study_file_with_a_repeated_key_is_refused(tmp_path, capsys):
 
 def test_an_edited_target_file_does_not_join_the_study_it_began(tmp_path, capsys):
     target = tmp_path / "mine.toml"
-    target.write_text((TARGETS_DIR / "xdna2.toml").read_text())
+    target.write_text(target_path("xdna2").read_text())
     path = tmp_path / "mine.yaml"
     path.write_text(textwrap.dedent(STUDY.format(target="mine.toml")))
     storage = str(tmp_path / "r.db")
@@ -123,7 +125,7 @@ def test_resume_hint_repeats_the_options_given():
 
 
 def test_progress_keeps_the_best_in_the_objective_direction():
-    progress = _Progress()
+    progress = ProgressBars()
     for value in (0.5, 0.2, 0.9):
         progress("w", 1, 3, value, "minimize")
     for value in (0.5, 0.2, 0.9):
@@ -195,9 +197,9 @@ def test_out_never_overwrites_a_database(study, tmp_path, capsys):
 @pytest.fixture
 def empty_study(tmp_path):
     """A study stored but with no trial yet (as when stopped before its first): its storage."""
+    from dse.core.registry import load_target
     from dse.storage import ResultStore
     from dse.study.spec import study_from_dict
-    from dse.target import load_target
 
     spec = study_from_dict({"name": "empty", "target": "xdna2", "budget": {"trials": 3},
                             "workload": {"shape": "1024x1024x1024", "dtype": "int8-int8"}})
@@ -259,7 +261,7 @@ def test_an_iron_rung_without_its_checkout_is_refused_before_anything_runs(tmp_p
     storage = tmp_path / "r.db"
     _refused(capsys, ["run", str(path), "--storage", str(storage)],
              "/nonexistent/mlir-aie/programming_examples")
-    assert list_studies(str(storage)).empty  # refused before the study was stored
+    assert open_store(str(storage)).list_studies().empty  # refused before the study was stored
     _refused(capsys, [*EVALUATE, "--evaluator", "iron", "--option",
                       "mlir_aie_dir=/nonexistent/mlir-aie"], "cannot run here")
 

@@ -55,10 +55,10 @@ def test_balance_table_output(tmp_path, capsys):
 def test_balance_without_a_start_for_the_paper_procedure_keeps_the_rest(tmp_path, capsys):
     """A tiny L1 leaves no config that meets eq. 4, where the paper's procedure starts: the
     report says so and still gives the study's best, the model's best and the what-if table."""
-    from dse.target import TARGETS_DIR
+    from dse.core.registry import target_path
 
     target = tmp_path / "tiny.toml"
-    target.write_text((TARGETS_DIR / "xdna2.toml").read_text().replace(
+    target.write_text(target_path("xdna2").read_text().replace(
         "l1_bytes = 65536", "l1_bytes = 2048"))
     spec = study_from_dict({"name": "tiny", "target": str(target), "sampler": "exhaustive",
                             "workload": {"shape": "1024x1024x1024", "dtype": "int8-int8"}})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dse.target import load_target
+from dse.core.registry import load_target
 from evaluators.analytical.calibration import calibrate, calibrated_values, write_values
 
 

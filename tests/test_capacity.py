@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dse.target import TARGETS_DIR
+from dse.core.registry import target_path
 from evaluators.analytical import paper_data
 from tests.helpers import first_rule, one_config, score_one
 
@@ -56,7 +56,7 @@ def test_xdna2_spills_into_the_neighbouring_memtile(tmp_path):
     params = dict(m_ct=128, k_ct=72, n_ct=112, k_mt=1008)
     ctx, batch = one_config("xdna2", "int8-int16", "4096x4032x4096", **params)
     assert first_rule(ctx, batch) is None
-    text = (TARGETS_DIR / "xdna2.toml").read_text().replace(
+    text = target_path("xdna2").read_text().replace(
         "l2_neighbour_sharing = true", "l2_neighbour_sharing = false")
     no_sharing = tmp_path / "xdna2_no_sharing.toml"
     no_sharing.write_text(text)

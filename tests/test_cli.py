@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from dse.cli import main
-from dse.target import TARGETS_DIR
+from dse.core.registry import target_path
 
 PROBLEM = ["--target", "xdna2", "--dtype", "int8-int8", "--shape", "4032x4320x4608"]
 TILES = ["--param", "m_ct=144", "--param", "k_ct=72", "--param", "n_ct=144", "--param", "k_mt=432"]
@@ -101,7 +101,7 @@ def test_bad_configs_file_names_the_config(capsys, tmp_path):
 
 def test_target_file_path_and_malformed_file(capsys, tmp_path):
     mine = tmp_path / "more_l1.toml"
-    text = (TARGETS_DIR / "xdna2.toml").read_text()
+    text = target_path("xdna2").read_text()
     mine.write_text(text.replace("l1_bytes = 65536", "l1_bytes = 131072"))
     triple_c = [*TILES, "--param", "buf_c_l1=3", "--json"]
     code, out, _ = run(capsys, "evaluate", "--target", str(mine), *PROBLEM[2:], *triple_c)

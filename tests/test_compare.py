@@ -7,10 +7,10 @@ import json
 from sqlalchemy import func, select
 
 from dse.cli import main
-from dse.compare import compare, why_they_differ
-from dse.problem import build_context
+from dse.core.registry import build_context
 from dse.storage import ResultStore
 from dse.storage import models as m
+from search_spaces.xdna_gemm.compare import compare, why_they_differ
 
 
 def test_compare_ranks_and_stores(tmp_path):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dse.problem import build_context
-from dse.target import TARGETS_DIR
-from search_spaces.base import batch_take
+from dse.core.params import batch_take
+from dse.core.registry import build_context, target_path
 from tests.helpers import first_rule, one_config
 
 OK = dict(m_ct=64, k_ct=64, n_ct=64, k_mt=256)
@@ -54,7 +53,7 @@ def test_feasible_config_has_no_reason():
 
 
 def test_memtile_channels_on_a_taller_array(tmp_path):
-    text = (TARGETS_DIR / "xdna.toml").read_text().replace("rows = 4", "rows = 6")
+    text = target_path("xdna").read_text().replace("rows = 4", "rows = 6")
     tall = tmp_path / "tall.toml"
     tall.write_text(text)
     ctx, batch = one_config(str(tall), "int8-int8", "4032x4032x4032", m_rows=5, **OK)

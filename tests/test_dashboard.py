@@ -10,12 +10,13 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select
 
+from dse import load_trials
+from dse.core.errors import UsageError
 from dse.dashboard import create_app, serve
 from dse.dashboard.data import summarise
-from dse.errors import UsageError
-from dse.storage import ResultStore
+from dse.storage import ResultStore, open_store
 from dse.storage import models as m
-from dse.study.query import best_trials, list_studies, load_trials
+from dse.storage.frames import best_trials
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
 from tests.study_helpers import ALL_FAIL, LADDER, MIN_DRAM, PARETO, TWO_WORKLOADS
@@ -185,7 +186,7 @@ def test_serve_explains_a_busy_port(studies):
 
 
 def test_index_and_dse_studies_show_each_study_s_objective(client, studies, storage_url):
-    rows = list_studies(studies).set_index("study")
+    rows = open_store(studies).list_studies().set_index("study")
     best = {name: best_trials(load_trials(studies, name), top=1).iloc[0]
             for name in ("min-dram", "lad")}
     assert rows.loc["min-dram", "objective"] == "dram_bytes"
@@ -196,7 +197,7 @@ def test_index_and_dse_studies_show_each_study_s_objective(client, studies, stor
     assert pd.isna(rows.loc["all-fail", "best"])
     assert "dram_bytes" in client.get("/").text
     run_study(study_from_dict(MIN_DRAM), storage_url)  # the JSON metric in PostgreSQL too
-    (row,) = list_studies(storage_url).to_dict("records")
+    (row,) = open_store(storage_url).list_studies().to_dict("records")
     assert row["best"] == best_trials(load_trials(storage_url, "min-dram"), top=1)[
         "dram_bytes"].iloc[0]
 

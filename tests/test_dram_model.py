@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dse.target import load_target
+from dse.core.registry import load_target
 from evaluators.analytical.xdna_dram import merged_run, run_bandwidth
 from tests.helpers import score_one
 

@@ -7,9 +7,8 @@ import pickle
 
 import pytest
 
-from dse.problem import build_context, build_evaluator
-from dse.registry import evaluator_class, evaluator_names
-from dse.results import Status
+from dse.core.registry import build_context, build_evaluator, evaluator_class, evaluator_names
+from dse.core.results import Status
 
 # per search space: a problem and configs whose last two are infeasible
 PROBLEMS = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dse.errors import UsageError
-from dse.study.filters import apply_filter
+from dse.core.errors import UsageError
+from dse.storage.filters import apply_filter
 
 FRAME = pd.DataFrame({"tops": [10.0, 31.0, 35.0, 40.0], "k_ct": [32, 64, 72, 64],
                       "bound": ["memory", "compute", "memory", "compute"],

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from dse.problem import build_context, build_evaluator
-from dse.results import Status
+from dse.core.registry import build_context, build_evaluator
+from dse.core.results import Status
 from evaluators.hardware.harness import MeasureSettings, Worker, measure
 
 

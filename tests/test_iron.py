@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dse.problem import build_context
-from dse.results import Status
+from dse.core.registry import build_context
+from dse.core.results import Status
 from evaluators.hardware.iron import (
     EXAMPLE_DIR,
     Commands,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dse.target import load_target
+from dse.core.registry import load_target
 from evaluators.analytical import paper_data
 from evaluators.analytical.calibration import kernel_residuals
 from evaluators.analytical.xdna_kernel import kernel_cycles, macs_per_cycle, zero_cycles

@@ -9,9 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dse import load_trials
 from dse.cli import main
+from dse.storage import open_store
+from dse.storage.frames import best_trials
 from dse.study.ladder import agreement, choose, kendall_tau_b
-from dse.study.query import best_trials, fidelity_report, load_trials
 from dse.study.runner import run_study
 from dse.study.spec import StudyFileError, load_study, study_from_dict
 
@@ -31,7 +33,7 @@ def test_cpu_ladder_study(tmp_path, capsys):
     assert measured["tops"].max() >= 1.5 * measured["tops"].median()
     best = best_trials(frame, top=1).iloc[0]
     assert best["evaluator"] == "cpu" and best["tops"] == measured["tops"].max()
-    (row,) = fidelity_report(storage, spec.name)
+    (row,) = open_store(storage).fidelity_report(spec.name)
     assert (row["cheaper"], row["dearer"], row["n"]) == ("analytical", "cpu", 24)
     assert row["spearman"] >= 0.6
     # running it again measures nothing and adds no trial
@@ -46,7 +48,7 @@ def test_cpu_ladder_study(tmp_path, capsys):
                  str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["n_held_out"] == 24 and report["after"]["mape"] < report["before"]["mape"]
-    from dse.target import load_target
+    from dse.core.registry import load_target
 
     assert load_target(str(out)).model.flops_per_s == pytest.approx(
         report["fitted"]["model.flops_per_s"], rel=1e-5)
@@ -73,7 +75,7 @@ def test_model_to_simulator_ladder(tmp_path):
     rung = "2048x2048x2048 int8-int8 (B col) rung {}/3 ({})".format
     assert shown == [(rung(1, "analytical"), 12, 12), (rung(2, "simulator"), 8, 12),
                      (rung(2, "simulator"), 12, 12), (rung(3, "synthetic"), 4, 4)]
-    report = fidelity_report(storage, "xladder")
+    report = open_store(storage).fidelity_report("xladder")
     assert [(r["cheaper"], r["dearer"], r["n"]) for r in report] == [
         ("analytical", "simulator", 12), ("simulator", "synthetic", 4)]
     assert report[0]["spearman"] > 0.5

@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dse.problem import build_context
-from dse.registry import analytical_spaces
+from dse.core.params import batch_len, batch_take
+from dse.core.registry import analytical_spaces, build_context, target_path
 from evaluators.analytical import AnalyticalEvaluator
-from search_spaces.base import batch_len, batch_take
 
 FINGERPRINTS = Path(__file__).with_name("data") / "analytical_fingerprints.json"
 SAMPLE = 400  # configs a case evaluates, spread evenly over its space's box
@@ -38,7 +37,7 @@ CPU_CACHES = {"l1_bytes": 49152, "l2_bytes": 2097152, "l3_bytes": 33554432}
 
 
 def _cpu_target_file(folder: Path) -> str:
-    text = (Path(__file__).parents[1] / "dse" / "targets" / "cpu.toml").read_text()
+    text = target_path("cpu").read_text()
     for name, size in CPU_CACHES.items():
         text = text.replace(f"{name} = 0", f"{name} = {size}")
     path = folder / "cpu-fixed.toml"

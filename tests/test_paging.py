@@ -7,11 +7,11 @@ import json
 import pandas as pd
 import pytest
 
+from dse import load_trials
 from dse.cli import main
-from dse.errors import UsageError
-from dse.study.filters import apply_filter
-from dse.study.paging import trial_page
-from dse.study.query import load_trials
+from dse.core.errors import UsageError
+from dse.storage import open_store
+from dse.storage.filters import apply_filter
 from dse.study.runner import run_study
 from tests.study_helpers import make_spec
 
@@ -55,7 +55,8 @@ def test_page_matches_pandas(study, where, sort):
     storage, frame = study
     assert {"ok", "infeasible"} <= set(frame["status"])  # missing metrics are exercised
     for offset, limit in ((0, 25), (20, 25), (75, 10)):
-        page = trial_page(storage, "paged", where=where, sort=sort, offset=offset, limit=limit)
+        page = open_store(storage).trial_page("paged", where=where, sort=sort, offset=offset,
+                                              limit=limit)
         total, expected = pandas_page(frame, where, sort, offset, limit)
         assert page.total == total
         assert list(page.frame["number"]) == list(expected["number"])
@@ -81,13 +82,13 @@ def test_page_matches_pandas(study, where, sort):
 def test_bad_requests_name_the_problem(study, kwargs, message):
     storage, _ = study
     with pytest.raises(UsageError, match=message):
-        trial_page(storage, "paged", **kwargs)
+        open_store(storage).trial_page("paged", **kwargs)
 
 
 def test_unknown_study(tmp_path):
     run_study(make_spec("other"), str(tmp_path / "r.db"))
     with pytest.raises(UsageError, match="paged"):
-        trial_page(str(tmp_path / "r.db"), "paged")
+        open_store(str(tmp_path / "r.db")).trial_page("paged")
 
 
 def test_trials_command_pages_in_sql(study, capsys):

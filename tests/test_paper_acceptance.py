@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dse.paper_strategy import paper_strategy
-from dse.problem import build_context
-from dse.search import exhaustive
+from dse.core.registry import build_context
+from dse.study.search import exhaustive
 from evaluators.analytical import paper_data
 from evaluators.analytical.calibration import predict_point, row_major_gap
+from search_spaces.xdna_gemm.paper_strategy import paper_strategy
 from tests.helpers import score_one
 
 TABLE2 = paper_data.table2()
@@ -23,7 +23,7 @@ KERNEL = ("m_ct", "k_ct", "n_ct")
 
 
 def _predicted(point):
-    from dse.target import load_target
+    from dse.core.registry import load_target
 
     return predict_point(load_target("xdna"), point)["tops"]
 
@@ -56,7 +56,7 @@ def test_c_double_buffering_loses_to_single():
 
 def test_row_major_b_gap_sign():
     # The paper: col-major faster on average by 4.8 % / 4.4 % (int8) and 0.57 % (bf16).
-    from dse.target import load_target
+    from dse.core.registry import load_target
 
     xdna = load_target("xdna")
     gaps = {d: row_major_gap(xdna, d, samples=20) for d in paper_data.ROW_MAJOR_GAPS}

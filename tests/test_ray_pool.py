@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from dse.errors import UsageError
-from dse.study.query import list_studies, load_trials
+from dse import load_trials
+from dse.core.errors import UsageError
+from dse.storage import open_store
 from dse.study.runner import run_study
 from tests.study_helpers import make_spec
 
@@ -42,7 +43,8 @@ def test_a_cluster_address_where_nothing_answers_is_refused_at_once(tmp_path):
     with pytest.raises(UsageError, match=f"127.0.0.1:{port}: nothing answers there"):
         run_study(spec, storage, ray_address=f"127.0.0.1:{port}")
     assert time.monotonic() - start < 30
-    (status,) = list_studies(storage)["status"]  # stored, and released: not left running
+    # stored, and released: not left running
+    (status,) = open_store(storage).list_studies()["status"]
     assert status != "running"
 
 
@@ -85,7 +87,7 @@ def test_a_cluster_address_where_something_else_answers_is_refused(tmp_path, rep
             run_study(spec, storage, ray_address=f"127.0.0.1:{port}")
         thread.join(15)
     assert said in str(refused.value) and time.monotonic() - start < 30
-    (status,) = list_studies(storage)["status"]
+    (status,) = open_store(storage).list_studies()["status"]
     assert status != "running"
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from dse.errors import UsageError
-from dse.storage import ResultStore
+from dse import load_trials
+from dse.core.errors import UsageError
+from dse.storage import ResultStore, open_store
 from dse.storage import models as m
 from dse.storage.journal import SqlJournalBackend
-from dse.study.query import list_studies, load_trials
 from dse.study.runner import StudyRunner, run_study
 from dse.study.spec import load_study
 
@@ -106,7 +106,7 @@ def test_ctrl_c_commits_what_finished_then_resumes(tmp_path, stop, workers):
     proc.send_signal(stop)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "run `dse run" in err, err[-2000:]
-    assert list_studies(storage)["status"].tolist() == ["interrupted"]
+    assert open_store(storage).list_studies()["status"].tolist() == ["interrupted"]
     stopped_at = stored_trials(storage, "interrupted")
     assert 20 <= stopped_at < 200
     summary = run_study(load_study(path), storage)

@@ -12,13 +12,14 @@ import pytest
 from optuna.storages.journal._storage import JournalOperation
 from sqlalchemy import func, select
 
-from dse.errors import UsageError
-from dse.storage import ResultStore
+from dse import load_trials
+from dse.core.errors import UsageError
+from dse.storage import ResultStore, open_store
 from dse.storage import models as m
+from dse.storage.frames import best_trials
 from dse.storage.journal import SqlJournalBackend
 from dse.storage.store import now
 from dse.study import runner
-from dse.study.query import best_trials, list_studies, load_trials
 from dse.study.recorder import deferred_interrupts
 from dse.study.runner import run_study
 from tests.study_helpers import make_spec
@@ -162,7 +163,7 @@ def test_time_budget_stops_the_study(storage_url):
     assert len(load_trials(storage, "t")) == summary.workloads[0].trials
     # stored as the study's status (PostgreSQL refuses one longer than its column)
     assert summary.status == "out of time"
-    assert list_studies(storage)["status"].tolist() == ["out of time"]
+    assert open_store(storage).list_studies()["status"].tolist() == ["out of time"]
 
 
 def test_a_time_budget_shorter_than_the_setup_still_runs_a_round(tmp_path):
@@ -216,10 +217,10 @@ def test_unknown_evaluator_option(tmp_path):
 def test_sampled_tiles_fit_a_small_l1(tmp_path):
     """With 2 KB of L1 only the smallest tiles fit: the block counts of larger ones are not
     sampled, so a sampler study finds feasible configs (before, nearly all were infeasible)."""
-    from dse.target import TARGETS_DIR
+    from dse.core.registry import target_path
 
     target = tmp_path / "tiny.toml"
-    target.write_text((TARGETS_DIR / "xdna2.toml").read_text().replace(
+    target.write_text(target_path("xdna2").read_text().replace(
         "l1_bytes = 65536", "l1_bytes = 2048"))
     storage = str(tmp_path / "r.db")
     run_study(make_spec(target=str(target), sampler="tpe", budget={"trials": 30},
@@ -268,7 +269,7 @@ def test_a_study_s_own_rules_and_result_options_do_not_reach_other_studies(tmp_p
 
 
 def test_result_options_name_the_version_briefly_and_alike():
-    from dse.problem import build_evaluator, short_version
+    from dse.core.registry import build_evaluator, short_version
 
     versions = {build_evaluator("synthetic", {"fail_fraction": value}).version
                 for value in (1, 1.0)}
@@ -305,7 +306,7 @@ def test_the_lease_is_renewed_while_an_evaluation_outlasts_it(tmp_path, monkeypa
     finally:
         thread.join(timeout=30)
     assert outcome == ["finished"]
-    assert list_studies(storage)["status"].tolist() == ["finished"]  # released after
+    assert open_store(storage).list_studies()["status"].tolist() == ["finished"]  # released after
 
 
 def test_ctrl_c_during_a_window_s_write_waits_for_the_write():

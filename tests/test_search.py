@@ -6,14 +6,13 @@ import itertools
 
 import numpy as np
 
-from dse.problem import build_context
-from dse.search import exhaustive
-from dse.target import TARGETS_DIR
+from dse.core.registry import build_context, target_path
+from dse.study.search import exhaustive
 
 
 def _small_target(tmp_path):
     # An 8 KiB L1 / 32 KiB L2 chip keeps the full parameter box small enough to brute-force.
-    text = (TARGETS_DIR / "xdna.toml").read_text()
+    text = target_path("xdna").read_text()
     text = text.replace("l1_bytes = 65536", "l1_bytes = 8192").replace(
         "l2_bytes = 524288", "l2_bytes = 32768")
     path = tmp_path / "tiny.toml"

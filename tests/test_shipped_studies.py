@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dse.study.query import best_trials, load_trials
+from dse import load_trials
+from dse.storage.frames import best_trials
 from dse.study.runner import run_study
 from dse.study.spec import load_study
 

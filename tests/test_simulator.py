@@ -9,15 +9,14 @@ import numpy as np
 import pytest
 
 from dse.cli import main
-from dse.problem import build_context, build_evaluator
-from dse.search import exhaustive
-from dse.target import load_target
+from dse.core.params import batch_take
+from dse.core.registry import build_context, build_evaluator, load_target
+from dse.study.search import exhaustive
 from evaluators.analytical import paper_data
 from evaluators.analytical.calibration import predict_point, simulate_point
 from evaluators.simulator import SimulatorEvaluator
 from evaluators.simulator.gemm_sim import make_plan
 from evaluators.simulator.run import simulate
-from search_spaces.base import batch_take
 from tests.helpers import one_config
 
 XDNA = load_target("xdna")

@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from dse.core.registry import target_path
 from dse.study.spec import StudyFileError, load_study
 
 VALID = """
@@ -51,8 +52,7 @@ def test_valid_file(tmp_path):
 
 
 def test_defaults_and_relative_target_path(tmp_path):
-    (tmp_path / "mine.toml").write_text(
-        (__import__("dse.target", fromlist=["x"]).TARGETS_DIR / "xdna.toml").read_text())
+    (tmp_path / "mine.toml").write_text(target_path("xdna").read_text())
     spec = load_study(write(tmp_path, """
         name: d
         target: mine.toml
@@ -76,7 +76,8 @@ def test_defaults_and_relative_target_path(tmp_path):
     ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int4-int8}\n",
      r"key 'workload': unknown dtype"),
     ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\nsampler: tpee\n"
-     "budget: {trials: 1}\n", r"key 'sampler.name': 'tpee' is not valid; allowed: tpe, random"),
+     "budget: {trials: 1}\n",
+     r"key 'sampler.name': 'tpee' is not valid; allowed: cmaes, gp, nsga2, random, tpe"),
     ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\n"
      "objectives: [speed]\nbudget: {trials: 1}\n", r"key 'objectives\[0\]': 'speed'"),
     ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\n"

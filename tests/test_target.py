@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dse.errors import TargetFileError, UsageError
-from dse.target import TARGETS_DIR, available_targets, load_target
+from dse.core.errors import TargetFileError, UsageError
+from dse.core.registry import available_targets, load_target, target_path
 
 
 def test_shipped_targets_load():
@@ -24,7 +24,7 @@ def test_shipped_targets_load():
 
 
 def _copy(tmp_path: Path, edit) -> Path:
-    text = (TARGETS_DIR / "xdna.toml").read_text()
+    text = target_path("xdna").read_text()
     path = tmp_path / "mine.toml"
     path.write_text(edit(text))
     return path
@@ -35,7 +35,7 @@ def test_edited_copy_is_a_what_if(tmp_path):
     mine = load_target(str(path))
     assert mine.memory.l1_bytes == 131072
     assert mine.digest() != load_target("xdna").digest()
-    assert load_target(str(TARGETS_DIR / "xdna.toml")).digest() == load_target("xdna").digest()
+    assert load_target(str(target_path("xdna"))).digest() == load_target("xdna").digest()
 
 
 @pytest.mark.parametrize(("edit", "pattern"), [

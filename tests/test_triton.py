@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from dse.cli import main
-from dse.problem import build_context, build_evaluator
-from dse.target import load_target
+from dse.core.registry import build_context, build_evaluator, load_target
 from search_spaces.triton_gemm.target import device_properties, from_device
 
 GOOD = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3, num_warps=4, GROUP_M=8,
@@ -70,9 +69,9 @@ def test_constraints_say_why(params, reason):
 def test_tma_loads_where_the_gpu_and_the_strides_allow():
     """TMA needs Hopper or later and rows 16 bytes apart: a 4100-deep bf16 A (8,200 B rows)
     is loaded through pointers, and the shared-memory rule charges no barriers for it."""
-    from dse.workload import GemmWorkload
+    from dse.core.workload import GemmWorkload
     from evaluators.hardware.triton_gpu import job_of
-    from search_spaces.triton_gemm import tma_loads
+    from search_spaces.triton_gemm.rules import tma_loads
 
     def loads(shape, layout="col", option="tma", dtype="bf16-bf16"):
         ctx = build_context("h200", dtype, shape, layout)
@@ -283,7 +282,7 @@ def test_compile_errors_are_infeasible_with_the_reason(interpreted):
 
 def test_offline_runner_round_trip(tmp_path, capsys):
     _interpreter_or_skip()
-    from dse.study.query import load_trials
+    from dse import load_trials
     from dse.study.runner import run_study
     from dse.study.spec import study_from_dict
 
@@ -337,7 +336,8 @@ def test_a_ladder_measures_its_gpu_rung_offline(tmp_path, capsys):
     measures them (here under the interpreter); after ingesting, the same command finishes the
     ladder with the rank agreement and exports nothing more."""
     _interpreter_or_skip()
-    from dse.study.query import fidelity_report, load_trials
+    from dse import load_trials
+    from dse.storage import open_store
     from evaluators.hardware.triton_gpu import TritonEvaluator
 
     if TritonEvaluator().unavailable() is None:
@@ -367,12 +367,12 @@ def test_a_ladder_measures_its_gpu_rung_offline(tmp_path, capsys):
     frame = load_trials(storage, "offl")
     measured = frame[frame["evaluator"] == "triton"]
     assert len(measured) == 6 and (measured["status"] == "ok").all()
-    report = fidelity_report(storage, "offl")
+    report = open_store(storage).fidelity_report("offl")
     assert len(report) == 2 and all(r["n"] == 3 for r in report)
 
 
 def test_a_gpu_study_refuses_to_start_without_a_gpu(tmp_path):
-    from dse.errors import UsageError
+    from dse.core.errors import UsageError
     from dse.study.runner import run_study
     from dse.study.spec import load_study
     from evaluators.hardware.triton_gpu import TritonEvaluator
@@ -472,18 +472,20 @@ def test_dashboard_shows_a_gpu_config(tmp_path):
 
 
 def load_ok_number(storage: str) -> int:
-    from dse.study.query import load_trials
+    from dse import load_trials
 
     frame = load_trials(storage, "g")
     return int(frame[frame["status"] == "ok"]["number"].iloc[0])
 
 
 def test_calibrating_the_gpu_model_against_measurements(tmp_path):
-    from dse.calibrate_study import calibrate_study
+    from dse.storage import open_store
+    from dse.study.calibrate import calibrate_study
 
     storage = str(tmp_path / "c.db")
     interpreted_ladder(storage, "cal", 6, "spread")
-    report = calibrate_study(storage, "cal", "analytical", "triton", tmp_path / "fit.toml")
+    report = calibrate_study(open_store(storage), "cal", "analytical", "triton",
+                             tmp_path / "fit.toml")
     assert set(report.fitted) == {"model.mma_efficiency", "model.step_overhead_cycles",
                                   "model.l2_bytes_per_s", "model.hbm_efficiency",
                                   "model.launch_s"}

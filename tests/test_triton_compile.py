@@ -9,8 +9,8 @@ import json
 import pytest
 
 from dse.cli import main
-from dse.problem import build_context
-from search_spaces.triton_gemm import smem_bytes, tma_loads
+from dse.core.registry import build_context
+from search_spaces.triton_gemm.rules import smem_bytes, tma_loads
 
 pytest.importorskip("triton", reason="Triton is not installed: pip install -e '.[test]'")
 

@@ -1,7 +1,7 @@
 import pytest
 
-from dse.errors import UsageError
-from dse.workload import GemmWorkload
+from dse.core.errors import UsageError
+from dse.core.workload import GemmWorkload
 
 
 def test_parse_paper_order():

@@ -14,13 +14,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.io import to_html
 
-from dse.study.query import FIDELITY_RANK
+from dse.core.registry import search_space_class
+from dse.storage.frames import FIDELITY_RANK
 
 MAX_POINTS = 600
 HISTORY_POINTS = 600
-# Each space's output tile (rows, columns) and depth, the axes of the balance plots.
-TILE_AXES = (("m_ct", "n_ct", "k_ct"), ("single_core_m", "single_core_n", "k_l1"),
-             ("BLOCK_M", "BLOCK_N", "BLOCK_K"), ("mc", "nc", "kc"))
 
 
 def thin(frame: pd.DataFrame, keep: pd.DataFrame | None = None,
@@ -92,12 +90,12 @@ def balance_point(best: pd.DataFrame) -> pd.Series | None:
     return None if ratio.isna().all() else best.loc[ratio.idxmin()]
 
 
-def balance_figures(ok: pd.DataFrame, best: pd.DataFrame) -> list[go.Figure]:
-    """t_comp and t_mem against the output tile's area (m_ct*n_ct on XDNA) and against its
-    depth (k_ct); the best config and the balance point (:func:`balance_point` of ``best``,
-    the best configs in rank order) marked."""
-    axes = next((a for a in TILE_AXES if set(a) <= set(ok.columns)), None)
-    if axes is None or not {"t_comp_s", "t_mem_s"} <= set(ok.columns) or ok.empty:
+def balance_figures(ok: pd.DataFrame, best: pd.DataFrame,
+                    axes: tuple[str, str, str] | None) -> list[go.Figure]:
+    """t_comp and t_mem against the output tile's area (``axes``: its rows, columns and depth,
+    m_ct*n_ct on XDNA) and against its depth (k_ct); the best config and the balance point
+    (:func:`balance_point` of ``best``, the best configs in rank order) marked."""
+    if axes is None or ok.empty or not {*axes, "t_comp_s", "t_mem_s"} <= set(ok.columns):
         return []
     rows, cols, depth = axes
     area = f"{rows} x {cols}"
@@ -133,11 +131,6 @@ def balance_figures(ok: pd.DataFrame, best: pd.DataFrame) -> list[go.Figure]:
     return figures
 
 
-def ceilings(target: Any, input_type: str | None = None) -> tuple[float, float] | None:
-    """(peak ops/s for the input type, DRAM bytes/s) of a target that has a roofline."""
-    return target.roofline(input_type) if hasattr(target, "roofline") else None
-
-
 def roofline_figure(ok: pd.DataFrame, target: Any, name: str = "configs",
                     fig: go.Figure | None = None,
                     best: pd.DataFrame | None = None) -> go.Figure | None:
@@ -145,7 +138,7 @@ def roofline_figure(ok: pd.DataFrame, target: Any, name: str = "configs",
     config (first row of ``best``) marked; adds to ``fig`` when given (to overlay studies: each
     target's roof is drawn once)."""
     input_type = str(ok["dtype"].iloc[0]).split("-")[0] if "dtype" in ok and len(ok) else None
-    roof = ceilings(target, input_type)
+    roof = target.roofline(input_type)
     if roof is None or ok.empty or not {"dram_bytes", "tops", "latency_s"} <= set(ok.columns):
         return fig
     intensity = ok["tops"] * ok["latency_s"] * 1e12 / ok["dram_bytes"]
@@ -266,7 +259,9 @@ def workload_figures(numbers: np.ndarray, values: np.ndarray, sample: pd.DataFra
                                                       evaluators)]
     if not sample.empty:
         shown = thin(sample, keep=best)
-        figures += [*balance_figures(shown, best), roofline_figure(shown, target, best=best),
+        axes = search_space_class(target.space).tile_axes
+        figures += [*balance_figures(shown, best, axes),
+                    roofline_figure(shown, target, best=best),
                     importance_figure(sample, params, metric, of_total=of_total),
                     pareto_figure(shown, best, objectives)]
     if not ladder.empty:

@@ -19,9 +19,9 @@ from plotly.offline import get_plotlyjs
 
 from dse.analysis.columns import config_columns
 from dse.analysis.figures import figure_html, workload_figures
-from dse.storage import ResultStore
-from dse.study.query import best_trials, load_trials
-from dse.target import load_target
+from dse.core.registry import load_target
+from dse.storage.frames import best_trials
+from dse.storage.store import ResultStore
 
 
 def _table(frame: pd.DataFrame, columns: list[str]) -> str:
@@ -48,13 +48,10 @@ def _workload_section(group: pd.DataFrame, params: list[str], objectives: list[t
     return parts + [figure_html(f) for f in figures]
 
 
-def write_report(storage: str | None, study: str, out: str | Path) -> Path:
+def write_report(store: ResultStore, study: str, out: str | Path) -> Path:
     """Write the HTML report of ``study`` to ``out`` and return its path."""
-    store = ResultStore(storage, existing=True)
-    frame = load_trials(store, study)
-    with store.session() as s:
-        target_name = store.require_study(s, study).spec["target"]
-    target = load_target(target_name)
+    frame = store.load_trials(study)
+    target = load_target(store.study_spec(study)["target"])
     params = frame.attrs.get("params", [])
     objectives = frame.attrs.get("objectives", [("tops", "maximize")])
     body = [f"<h1>Study {html.escape(study)}</h1>",

@@ -8,19 +8,18 @@ import sys
 
 from werkzeug.serving import make_server
 
+from dse.core.errors import UsageError
 from dse.dashboard.app import create_app
-from dse.errors import UsageError
-from dse.storage.engine import require_existing
+from dse.storage.store import ResultStore, open_store
 
 __all__ = ["create_app", "serve"]
 
 
-def serve(storage: str | None, host: str = "127.0.0.1", port: int = 8050) -> None:
-    """Serve the dashboard until interrupted."""
+def serve(storage: ResultStore | str | None, host: str = "127.0.0.1", port: int = 8050) -> None:
+    """Serve the dashboard of an existing results database until interrupted."""
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be 0 (any free port) to 65535, got {port}")
-    require_existing(storage)
-    app = create_app(storage, warm=True)
+    app = create_app(open_store(storage, existing=True), warm=True)
     # bound here, not by Werkzeug, which would print its own message and exit on failure
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:

@@ -1,10 +1,10 @@
 """The read-only web dashboard (Flask): studies, a study's views, its trials, one config, and
 two studies side by side.
 
-Every page is rendered on the server from SQL: tables are sorted, filtered and paged by
-:func:`dse.study.paging.trial_page`, plots are drawn from :mod:`dse.dashboard.data`'s cached
-summaries, so a study of 100,000 trials loads as fast as one of a hundred. Nothing here writes
-to the database; the server answers only GET.
+Every page is rendered on the server from SQL: tables are sorted, filtered and paged by the
+store's trial pages (:mod:`dse.storage.pages`), plots are drawn from the cached summaries of
+:mod:`dse.dashboard.data`, so a study of 100,000 trials loads as fast as one of a hundred.
+Nothing here writes to the database; the server answers only GET.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from flask import Flask, Response, abort, render_template, request, url_for
@@ -29,24 +30,22 @@ from dse.analysis.figures import (
     roofline_figure,
     workload_figures,
 )
+from dse.core.errors import UsageError
+from dse.core.formatting import fmt
 from dse.dashboard import config_view
-from dse.dashboard.data import StudySummary, SummaryCache, trials_by_number
-from dse.errors import UsageError
-from dse.formatting import fmt
-from dse.storage import ResultStore
-from dse.study.paging import MAX_ROW, trial_page
-from dse.study.query import list_studies
-from dse.workload import parse_workload
+from dse.dashboard.data import StudySummary, SummaryCache
+from dse.storage.pages import MAX_ROW
+from dse.storage.store import ResultStore, open_store
 
 PAGE_SIZES = (25, 50, 100, 250)
 
 
-def create_app(storage: str | None, warm: bool = False) -> Flask:
-    """The dashboard for the results database at ``storage`` (URL or SQLite path); with
+def create_app(storage: ResultStore | str | None, warm: bool = False) -> Flask:
+    """The dashboard for the results database ``storage`` (a store, URL or SQLite path); with
     ``warm``, a background thread summarises the most recently updated studies at once, so
     their first visit does not wait for it."""
     app = Flask(__name__)
-    store = ResultStore(storage)
+    store = open_store(storage)
     cache = SummaryCache()
     if warm:
         threading.Thread(target=_warm, args=(store, cache), daemon=True).start()
@@ -62,16 +61,14 @@ def create_app(storage: str | None, warm: bool = False) -> Flask:
         return render_template("error.html", message=exc.description), 404
 
     def summary_of(name: str) -> StudySummary:
-        with store.session() as s:
-            if store.study(s, name) is None:
-                abort(404, f"no study {name!r} in {store.safe_url}")
+        if not store.has_study(name):
+            abort(404, f"no study {name!r} in {store.safe_url}")
         return cache.get(store, name)
 
     def trial_of(name: str, number: int) -> pd.Series:
         if number > MAX_ROW:  # beyond what SQL integers hold: no such trial
             abort(404, f"study {name!r} has no trial {number}")
-        with store.session() as s:
-            frame = trials_by_number(s, store.require_study(s, name).id, name, [number])
+        frame = store.trials_by_number(name, [number])
         if frame.empty:
             abort(404, f"study {name!r} has no trial {number}")
         return frame.iloc[0]
@@ -84,7 +81,7 @@ def create_app(storage: str | None, warm: bool = False) -> Flask:
 
     @app.get("/")
     def index() -> str:
-        studies = list_studies(store)
+        studies = store.list_studies()
         return render_template("index.html", studies=studies.to_dict("records"),
                                names=list(studies["study"]))
 
@@ -105,8 +102,8 @@ def create_app(storage: str | None, warm: bool = False) -> Flask:
         limit = _int_arg("limit", 50, 1, 1000)
         page_number = _int_arg("page", 1, 1, MAX_ROW // 1000)
         try:
-            page = trial_page(store, name, where=where or None, sort=sort,
-                              offset=(page_number - 1) * limit, limit=limit)
+            page = store.trial_page(name, where=where or None, sort=sort,
+                                    offset=(page_number - 1) * limit, limit=limit)
         except UsageError as exc:
             return render_template("trials.html", s=summary, table=None, error=str(exc),
                                    where=where, sort=sort, limit=limit), 400
@@ -121,23 +118,24 @@ def create_app(storage: str | None, warm: bool = False) -> Flask:
     def config(number: int, name: str) -> str:
         summary = summary_of(name)
         row = trial_of(name, number)
+        workload = summary.workload_of(row)
         figures = [config_view.occupancy_figure(summary.target, row),
-                   config_view.dram_figure(row), config_view.time_figure(row)]
+                   config_view.dram_figure(row, workload),
+                   config_view.time_figure(row, summary.space.time_parts)]
         metric_names = [c for c in row.index if c not in summary.params
                         and c not in ("study", "number") and pd.notna(row[c])]
-        label = parse_workload(str(row["shape"]), str(row["dtype"]), str(row["b_layout"])).label
         return render_template(
-            "config.html", s=summary, row=row, number=number, label=label,
+            "config.html", s=summary, row=row, number=number, label=workload.label,
             params={p: row[p] for p in summary.params if p in row and pd.notna(row[p])},
             fields={c: row[c] for c in metric_names},
             figures=[figure_html(f) for f in figures if f is not None],
-            timeline=row["evaluator"] == "simulator" and row["status"] == "ok", plotly=True)
+            timeline=_has_timeline(row), plotly=True)
 
     @app.get("/timeline/<int:number>/<path:name>")
     def timeline(number: int, name: str) -> Response:
         summary = summary_of(name)
         row = trial_of(name, number)
-        if row["evaluator"] != "simulator" or row["status"] != "ok":
+        if not _has_timeline(row):
             abort(404, f"trial {number} of {name!r} was not simulated")
         return Response(_simulate_timeline(summary, row), mimetype="application/json",
                         headers={"Content-Disposition": "attachment; filename="
@@ -145,7 +143,7 @@ def create_app(storage: str | None, warm: bool = False) -> Flask:
 
     @app.get("/compare")
     def compare() -> str:
-        names = list(list_studies(store)["study"])
+        names = list(store.list_studies()["study"])
         chosen = [request.args.get(k, "") for k in ("a", "b")]
         summaries = [summary_of(n) for n in chosen if n]
         return render_template("compare.html", names=names, chosen=chosen,
@@ -156,7 +154,7 @@ def create_app(storage: str | None, warm: bool = False) -> Flask:
 
 
 def _warm(store: ResultStore, cache: SummaryCache) -> None:
-    recent = list_studies(store).sort_values("updated", ascending=False)["study"]
+    recent = store.list_studies().sort_values("updated", ascending=False)["study"]
     for name in list(recent)[:cache.size]:
         try:
             cache.get(store, name)
@@ -190,7 +188,7 @@ def _int_arg(name: str, default: int, low: int, high: int | None) -> int:
 def _cell(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    if hasattr(value, "item"):  # numpy scalars
+    if isinstance(value, np.generic):  # numpy scalars
         value = value.item()
     return fmt(value)
 
@@ -276,21 +274,34 @@ def _compare_figures(summaries: list[StudySummary]) -> list[str]:
     return [figure_html(f) for f in (best, history, roof) if f is not None]
 
 
-def _simulate_timeline(summary: StudySummary, row: pd.Series) -> bytes:
-    """The trace of the (deterministic) simulator re-run on the trial's config, in the study's
-    space and with the simulator options the study used."""
-    from dse.problem import build_context, build_evaluator
+def _has_timeline(row: pd.Series) -> bool:
+    """Whether an ok trial's evaluator records a timeline (the simulator's), so its page can
+    offer one."""
+    from dse.core.errors import DseError
+    from dse.core.registry import evaluator_class
 
-    spec = summary.spec
+    try:
+        recorded = evaluator_class(str(row["evaluator"])).capabilities.timeline
+    except DseError:  # an evaluator no longer registered here
+        return False
+    return bool(recorded and row["status"] == "ok")
+
+
+def _simulate_timeline(summary: StudySummary, row: pd.Series) -> bytes:
+    """The trace of the trial's (deterministic) evaluator re-run on its config, in the study's
+    space and with the options the study gave that evaluator."""
+    from dse.core.registry import build_context, build_evaluator
+
+    spec, name = summary.spec, str(row["evaluator"])
     ctx = build_context(spec["target"], str(row["dtype"]), str(row["shape"]),
                         str(row["b_layout"]), spec.get("space", {}).get("constraints", ()))
     rungs = [spec.get("evaluator", {}), *({"name": r["evaluator"], **r}
                                           for r in spec.get("ladder", []))]
-    options = next((r.get("options") for r in rungs if r.get("name") == "simulator"), None)
-    params = {p: row[p].item() if hasattr(row[p], "item") else row[p]
+    options = next((r.get("options") for r in rungs if r.get("name") == name), None)
+    params = {p: row[p].item() if isinstance(row[p], np.generic) else row[p]
               for p in summary.params if p in row and pd.notna(row[p])}
     batch = ctx.space.encode([ctx.space.resolve(params)])
     with tempfile.TemporaryDirectory(prefix="dse-timeline-") as folder:
         path = Path(folder) / "timeline.json"
-        build_evaluator("simulator", options).simulate(batch, ctx, trace_path=str(path))
+        build_evaluator(name, options).simulate(batch, ctx, trace_path=str(path))
         return path.read_bytes()

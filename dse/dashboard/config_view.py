@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from collections.abc import Mapping
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from dse.workload import parse_workload
-
-# Where each part of a trial's time went: the analytical model's components and the
-# simulator's stall counters (the names the evaluators report; absent ones are skipped).
-TIME_PARTS = {"t_comp_s": "compute (t_comp)", "t_mem_s": "DRAM (t_mem)",
-              "t_core_s": "core busy + stalls", "t_fill_s": "pipeline fill",
-              "t_drain_s": "drain (exposed at the end)", "t_zero_s": "C zeroing",
-              "t_bd_s": "BD reconfiguration",
-              "t_bd_setup_s": "BD setup", "t_dispatch_s": "dispatch",
-              "stall_inputs_s": "stall: waiting for A/B", "stall_c_drain_s": "stall: C drain",
-              "stall_bds_s": "stall: waiting for BDs", "t_mte1_s": "L1 -> L0 (MTE1)",
-              "t_fixpipe_s": "write-out (Fixpipe)", "t_cmd_s": "DMA commands",
-              "t_boundary_s": "block boundaries", "t_reduce_s": "StreamK reduction",
-              "t_rearrange_s": "fold rearrangement"}
+from dse.core.space import COMMON_TIME_PARTS
+from dse.core.target import Target
+from dse.core.workload import Workload
 
 
 def _number(row: pd.Series, name: str) -> float | None:
@@ -29,11 +18,9 @@ def _number(row: pd.Series, name: str) -> float | None:
     return float(value) if value is not None and pd.notna(value) else None
 
 
-def occupancy_figure(target: Any, row: pd.Series) -> go.Figure | None:
+def occupancy_figure(target: Target, row: pd.Series) -> go.Figure | None:
     """How much of each on-chip resource the config uses (``target.occupancy``: a list of
     (resource, used, available, unit) for a trial's metrics and parameters)."""
-    if not hasattr(target, "occupancy"):
-        return None
     values = {k: float(v) for k, v in row.items()
               if isinstance(v, numbers.Real) and not isinstance(v, bool) and pd.notna(v)}
     bars = [b for b in target.occupancy(values) if b[2] > 0]
@@ -52,12 +39,11 @@ def occupancy_figure(target: Any, row: pd.Series) -> go.Figure | None:
     return fig
 
 
-def dram_figure(row: pd.Series) -> go.Figure | None:
+def dram_figure(row: pd.Series, workload: Workload) -> go.Figure | None:
     """DRAM bytes moved per matrix against the matrix's own size (the re-read factor)."""
     moved = {k: _number(row, f"dram_bytes_{k.lower()}") for k in "ABC"}
     if any(v is None for v in moved.values()):
         return None
-    workload = parse_workload(str(row["shape"]), str(row["dtype"]), str(row["b_layout"]))
     size = dict(zip("ABC", workload.operand_bytes(), strict=True))
     fig = go.Figure([
         go.Bar(x=list(moved), y=[moved[x] / 1e6 for x in moved], name="moved",
@@ -68,9 +54,11 @@ def dram_figure(row: pd.Series) -> go.Figure | None:
     return fig
 
 
-def time_figure(row: pd.Series) -> go.Figure | None:
-    """The time components the evaluator reported, stalls included."""
-    parts = [(label, _number(row, key)) for key, label in TIME_PARTS.items()]
+def time_figure(row: pd.Series, family_parts: Mapping[str, str]) -> go.Figure | None:
+    """The time components the evaluator reported, stalls included: the common ones and those
+    the family names (``family_parts``: metric -> label)."""
+    labels = {**COMMON_TIME_PARTS, **family_parts}
+    parts = [(label, _number(row, key)) for key, label in labels.items()]
     parts = [(label, value) for label, value in parts if value is not None]
     if not parts:
         return None

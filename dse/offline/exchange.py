@@ -11,27 +11,28 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dse.errors import UsageError
-from dse.problem import build_context, build_evaluator
-from dse.storage import ResultStore, canonical_key
-from dse.storage.store import config_key
-from dse.study.query import best_trials, load_trials
-from dse.workload import workload_from_dict
+from dse.core.errors import UsageError
+from dse.core.evaluator import EvalContext, Evaluator
+from dse.core.registry import build_context, build_evaluator, workload_from_dict
+from dse.storage.frames import best_trials
+from dse.storage.keys import canonical_key, config_key
+from dse.storage.store import ResultStore
 
 CONFIGS_FORMAT = "dse-configs/1"
 RESULTS_FORMAT = "dse-results/1"
 
 
-def require_fits(evaluator: Any, ctx: Any) -> None:
+def require_fits(evaluator: Evaluator, ctx: EvalContext) -> None:
     """Refuse an evaluator that cannot measure the configs of ``ctx``'s search space."""
     if ctx.space.name not in evaluator.spaces:
         raise UsageError(f"evaluator {evaluator.name!r} measures {', '.join(evaluator.spaces)} "
                          f"configs, not {ctx.space.name} ones (target {ctx.target.name})")
 
 
-def _job(evaluator: Any, params: dict[str, Any], ctx: Any) -> dict[str, Any] | str:
+def _job(evaluator: Evaluator, params: dict[str, Any],
+         ctx: EvalContext) -> dict[str, Any] | str:
     """The evaluator's job for the runner (its ``offline_job``), or why it cannot run."""
-    if not hasattr(evaluator, "offline_job"):
+    if not evaluator.capabilities.offline:
         raise UsageError(f"evaluator {evaluator.name!r} does not run offline; use one of "
                          "cpu, iron, triton")
     return evaluator.offline_job(params, ctx)
@@ -49,7 +50,7 @@ class OfflineExport:
         self.configs: list[dict[str, Any]] = []
         self.skipped: list[str] = []
 
-    def add(self, ctx: Any, params: dict[str, Any]) -> None:
+    def add(self, ctx: EvalContext, params: dict[str, Any]) -> None:
         """Add one config of ``ctx``'s workload (or note why the runner cannot measure it)."""
         job = _job(self.evaluator, params, ctx)
         if isinstance(job, str):
@@ -71,14 +72,12 @@ class OfflineExport:
         return len(self.configs)
 
 
-def export_configs(storage: str | None, study: str, top: int, out: str | Path,
+def export_configs(store: ResultStore, study: str, top: int, out: str | Path,
                    evaluator_name: str, options: dict[str, Any]) -> tuple[int, list[str]]:
     """Write the study's ``top`` best configs per workload; returns (written, skipped reasons)."""
-    store = ResultStore(storage, existing=True)
-    frame = load_trials(store, study)
+    frame = store.load_trials(study)
     best = best_trials(frame, top)
-    with store.session() as s:
-        spec = store.require_study(s, study).spec
+    spec = store.study_spec(study)
     export = OfflineExport(study, spec["target"], evaluator_name, options)
     first = workload_from_dict(spec["workloads"][0])  # refuse a misfit even with no trial yet
     require_fits(export.evaluator, build_context(spec["target"], first.dtype.name, first.shape,

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dse.errors import DseError, UsageError, read_json
+from dse.core.errors import DseError, UsageError, read_json
+from dse.core.evaluator import EvalContext, Evaluator
+from dse.core.registry import build_context, build_evaluator, workload_from_dict
+from dse.core.results import EvalResult, Status
 from dse.offline.exchange import RESULTS_FORMAT, require_fits
-from dse.problem import build_context, build_evaluator
-from dse.results import EvalResult, Status
-from dse.storage import ResultStore, canonical_key
-from dse.storage.store import config_key, now
-from dse.workload import workload_from_dict
+from dse.storage.keys import canonical_key, config_key
+from dse.storage.store import ResultStore
 
 STATUSES = (*(s.value for s in Status), "raw")
 POSITIVE_METRICS = ("tops", "latency_s")  # what ranking and calibration read
@@ -32,7 +32,7 @@ POSITIVE_METRICS = ("tops", "latency_s")  # what ranking and calibration read
 class _Record:
     """One checked record: its context and its result."""
 
-    ctx: Any
+    ctx: EvalContext
     result: EvalResult
 
 
@@ -130,7 +130,7 @@ class _Checker:
         if status not in STATUSES:
             raise UsageError(f"{where}: unknown status {status!r}; valid: {', '.join(STATUSES)}")
         if status == "raw":  # the device machine returned what the tools printed
-            if not hasattr(self.evaluator, "offline_result"):
+            if not self.evaluator.capabilities.raw_output:
                 raise UsageError(f"{where}: evaluator {self.evaluator.name!r} does not read raw "
                                  "tool output")
             try:
@@ -166,60 +166,38 @@ def _check_file(path: str | Path, data: Any) -> None:
 
 
 def _checked(path: str | Path, data: Any, store: ResultStore,
-             accept_interpreted: bool) -> tuple[Any, Any, list[_Record]]:
-    """The study row, the evaluator and every record of a results file, all checked."""
-    with store.session() as s:
-        study = store.require_study(s, data["study"])
+             accept_interpreted: bool) -> tuple[Evaluator, list[_Record]]:
+    """The evaluator and every record of a results file, all checked against its study."""
+    spec = store.study_spec(data["study"])
     spec_ev = data["evaluator"]
     evaluator = build_evaluator(str(spec_ev.get("name")), spec_ev.get("options") or {})
     if spec_ev.get("version", evaluator.version) != evaluator.version:
         raise UsageError(f"{path}: measured by {evaluator.name} version {spec_ev['version']}, "
                          f"this dse has version {evaluator.version}; export the configs again")
-    checker = _Checker(path, study.spec, evaluator, accept_interpreted)
+    checker = _Checker(path, spec, evaluator, accept_interpreted)
     records = [checker.record(i, entry) for i, entry in enumerate(data["results"])]
-    return study, evaluator, [r for r in records if r is not None]
+    return evaluator, [r for r in records if r is not None]
 
 
-def ingest(storage: str | None, path: str | Path,
-           accept_interpreted: bool = False) -> dict[str, int]:
-    """Store a results file (all of it, or nothing when a record is bad); returns how many
-    results it held, how many evaluations and trials were new, and how many results were
-    already stored with another status (the stored one is kept: a result is never replaced).
-    Results of Triton's CPU interpreter are refused unless ``accept_interpreted``."""
+def read_results(path: str | Path) -> dict[str, Any]:
+    """The results file at ``path``, checked to be one (its records are checked by
+    :func:`ingest`, against the study)."""
     data = read_json(path, "results file")
     _check_file(path, data)
-    store = ResultStore(storage, existing=True)
-    study, evaluator, records = _checked(path, data, store, accept_interpreted)
-    added = {"evaluations": 0, "trials": 0, "results": len(data["results"]), "differ": 0}
+    return data
+
+
+def ingest(store: ResultStore, path: str | Path, data: dict[str, Any] | None = None,
+           accept_interpreted: bool = False) -> dict[str, int]:
+    """Store a results file (``data``: as :func:`read_results` read it, else read now): all of
+    it, or nothing when a record is bad; returns how many results it held, how many
+    evaluations and trials were new, and how many results were already stored with another
+    status (the stored one is kept: a result is never replaced). Results of Triton's CPU
+    interpreter are refused unless ``accept_interpreted``."""
+    data = read_results(path) if data is None else data
+    evaluator, records = _checked(path, data, store, accept_interpreted)
     provenance = data.get("provenance") if isinstance(data.get("provenance"), dict) else {}
-    host = str(provenance.get("host", "offline"))
-    with store.session() as s:
-        target_id = study.target_id  # the study's constants, even if its file changed since
-        for record in records:
-            ctx, result = record.ctx, record.result
-            workload_id = store.workload_id(s, {**ctx.workload.to_dict(),
-                                                "space": ctx.space.name})
-            (config_id,) = store.config_ids(s, ctx.space.name, [result.params])
-            before = store.find_evaluations(s, target_id, workload_id, [config_id],
-                                            evaluator.name, evaluator.version)
-            store.put_evaluations(s, [{
-                "target_id": target_id, "workload_id": workload_id, "config_id": config_id,
-                "evaluator": evaluator.name, "version": evaluator.version,
-                "fidelity": evaluator.fidelity, "status": result.status.value,
-                "reason": result.reason, "metrics": {**result.metrics, **provenance},
-                "tops": result.metrics.get("tops"), "elapsed_s": result.elapsed_s,
-                "host": host, "versions": provenance, "created_at": now()}])
-            added["evaluations"] += not before
-            added["differ"] += bool(before) and before[config_id].status != result.status.value
-            key = config_key(ctx.space.name, result.params)
-            if key in store.trialled_keys(s, study.id, workload_id, evaluator.name):
-                continue
-            stored = store.find_evaluations(s, target_id, workload_id, [config_id],
-                                            evaluator.name, evaluator.version)[config_id]
-            store.add_trials(s, [{
-                "study_id": study.id, "number": store.next_trial_number(s, study.id),
-                "workload_id": workload_id, "config_id": config_id,
-                "evaluation_id": stored.id, "status": stored.status, "cached": 0,
-                "created_at": now()}])
-            added["trials"] += 1
-    return added
+    added = store.ingest_results(
+        data["study"], evaluator,
+        [(r.ctx.workload.to_dict(), r.ctx.space.name, r.result) for r in records], provenance)
+    return {"results": len(data["results"]), **added}

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Measure exported dse configurations on this machine; needs only Python (and NumPy for CPU jobs,
-PyTorch and Triton for GPU jobs).
+"""Measure exported dse configurations on this machine; needs only Python (and what the jobs
+import: NumPy for CPU jobs, PyTorch and Triton for GPU jobs).
 
     python3 runner.py configs.json results.json [--time-limit SECONDS]
 
 Copy this one file next to ``configs.json`` (written by ``dse export-configs``), run it, and
-bring ``results.json`` back for ``dse ingest``. Jobs of kind ``cpu`` run the blocked GEMM here
-(timed, checked against A @ B); jobs of kind ``command`` run the given commands and return
-their output for dse to interpret; jobs of kind ``python`` carry the source of a measuring
-module (the Triton GEMM) and call its entry point in a child process, neighbouring ones of a
+bring ``results.json`` back for ``dse ingest``. Jobs of kind ``command`` run the given commands
+and return their output for dse to interpret; jobs of kind ``python`` carry the source of a
+measuring module (the blocked CPU GEMM, the Triton GEMM) and call its entry point in a child
+process, neighbouring ones of a
 workload that differ only in their ``batch`` argument in one call. The results file is rewritten
 after every call, so a run cut short keeps what finished (ingest it, and export what is left).
 With ``--time-limit``, no call starts after that many seconds, and a python job stops measuring
@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -33,51 +32,6 @@ from typing import Any
 RESULTS_FORMAT = "dse-results/1"
 DEADLINE_VARIABLE = "DSE_RUNNER_DEADLINE"
 SKIPPED = "skipped"  # a config left unmeasured: no time left, or its call failed as a whole
-
-
-def blocked_gemm(a: Any, b: Any, mc: int, kc: int, nc: int, pack_a: bool, pack_b: bool) -> Any:
-    """C = A @ B computed block by block (optionally packing blocks into contiguous buffers)."""
-    import numpy as np
-
-    M, K = a.shape
-    N = b.shape[1]
-    c = np.zeros((M, N), dtype=np.float32)
-    for j in range(0, N, nc):
-        for p in range(0, K, kc):
-            b_block = b[p:p + kc, j:j + nc]
-            if pack_b:
-                b_block = np.ascontiguousarray(b_block)
-            for i in range(0, M, mc):
-                a_block = a[i:i + mc, p:p + kc]
-                if pack_a:
-                    a_block = np.ascontiguousarray(a_block)
-                c[i:i + mc, j:j + nc] += a_block @ b_block
-    return c
-
-
-def run_cpu(job: dict[str, Any], repeats: int = 5, warmup: int = 1) -> dict[str, Any]:
-    """Time the blocked GEMM of a ``cpu`` job (``warmup`` runs, then ``repeats``), each product
-    checked against A @ B; the outcome with the median latency and spread."""
-    import numpy as np
-
-    rng = np.random.default_rng(job.get("seed", 0))
-    a = rng.standard_normal((job["M"], job["K"]), dtype=np.float32)
-    b = rng.standard_normal((job["K"], job["N"]), dtype=np.float32)
-    reference = a @ b
-    times = []
-    for index in range(warmup + repeats):
-        start = time.perf_counter()
-        c = blocked_gemm(a, b, job["mc"], job["kc"], job["nc"], job["pack_a"], job["pack_b"])
-        elapsed = time.perf_counter() - start
-        error = float(np.max(np.abs(c - reference)))
-        if error > 1e-3 * float(np.max(np.abs(reference))) + 1e-3:
-            return {"status": "failed", "reason": f"wrong product: max |error| {error:.3g}"}
-        if index >= warmup:
-            times.append(elapsed)
-    median = statistics.median(times)
-    return {"status": "ok", "metrics": {
-        "latency_s": median, "tops": 2.0 * job["M"] * job["K"] * job["N"] / median / 1e12,
-        "spread": (max(times) - min(times)) / median, "repeats": len(times), "times_s": times}}
 
 
 def run_command(job: dict[str, Any]) -> dict[str, Any]:
@@ -277,7 +231,7 @@ def measure(configs: list[dict[str, Any]], group: list[int]) -> list[dict[str, A
         return first + measure(configs, group[half:])
 
 
-RUNNERS = {"cpu": run_cpu, "command": run_command}
+RUNNERS = {"command": run_command}
 
 
 def _write(path: str, exported: dict[str, Any], results: list[dict[str, Any]]) -> None:
@@ -320,7 +274,7 @@ def _load(configs_path: str, results_path: str) -> dict[str, Any]:
                        and c["job"].get("kind") in (*RUNNERS, "python")
                        for c in exported["configs"]):
         raise ValueError(f"{configs_path}: not a configs file written by dse (a list "
-                         "'configs' of jobs of kind cpu, command or python)")
+                         "'configs' of jobs of kind command or python)")
     return exported
 
 

@@ -1,6 +1,30 @@
-"""Results storage: SQLAlchemy 2 over SQLite (default ``./dse.db``) or PostgreSQL."""
+"""Results storage: SQLAlchemy 2 over SQLite (default ``./dse.db``) or PostgreSQL.
 
-from dse.storage.engine import DEFAULT_STORAGE, normalise_url
-from dse.storage.store import ResultStore, StorageError, canonical_key
+The only part of dse that speaks SQL. Imported lazily: ``DEFAULT_STORAGE`` costs nothing, the
+rest loads SQLAlchemy on first use.
+"""
 
-__all__ = ["DEFAULT_STORAGE", "ResultStore", "StorageError", "canonical_key", "normalise_url"]
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from dse.core.commands import DEFAULT_STORAGE
+
+_EXPORTS = {"ResultStore": "store", "StorageError": "store", "open_store": "store",
+            "canonical_key": "keys", "config_key": "keys", "normalise_url": "engine"}
+
+__all__ = ["DEFAULT_STORAGE", *sorted(_EXPORTS)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dse.storage' has no attribute {name!r}")
+    return getattr(import_module(f"dse.storage.{module}"), name)
+
+
+if TYPE_CHECKING:
+    from dse.storage.engine import normalise_url
+    from dse.storage.keys import canonical_key, config_key
+    from dse.storage.store import ResultStore, StorageError, open_store

@@ -11,9 +11,8 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from dse.errors import UsageError
-
-DEFAULT_STORAGE = "dse.db"
+from dse.core.commands import DEFAULT_STORAGE
+from dse.core.errors import UsageError
 
 
 def normalise_url(storage: str | None) -> str:
@@ -81,3 +80,27 @@ def require_existing(storage: str | None) -> None:
     if "dse_meta" not in tables:
         raise UsageError(f"--storage: {url.render_as_string()} holds no dse results (no "
                          "dse_meta table)")
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def refuse_database_as_out(out: str | None, storage: str | None) -> None:
+    """Refuse an ``--out`` that would overwrite the results database (or its WAL files) or any
+    other SQLite database: writing a report over it would lose every study it holds."""
+    if not out:
+        return
+    path = Path(out).expanduser()
+    try:
+        url = make_url(normalise_url(storage))
+    except UsageError:
+        url = None
+    if url is not None and url.drivername.startswith("sqlite") and url.database:
+        database = Path(url.database).expanduser().resolve()
+        if path.resolve() in {database, database.with_name(database.name + "-wal"),
+                              database.with_name(database.name + "-shm")}:
+            raise UsageError(f"--out {out} is the results database: give another file")
+    if path.is_file():
+        with path.open("rb") as handle:
+            if handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
+                raise UsageError(f"--out {out} is a SQLite database: give another file")

@@ -1,13 +1,17 @@
-"""The results store: one SQLAlchemy engine, one session context manager for all transactions."""
+"""The results store: one SQLAlchemy engine, one session context manager for all transactions,
+and the only code of dse that speaks SQL (with :mod:`.reads`, :mod:`.runs` and the modules they
+use).
+
+Other modules call the store's methods that take no session: each is one transaction. The
+methods that take a session ``s`` are the building blocks those use.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Table, func, select, text, update
@@ -16,32 +20,19 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
-from dse.errors import DseError, UsageError
+from dse.core.errors import DseError, UsageError
 from dse.storage import models as m
 from dse.storage.engine import make_engine, normalise_url, require_existing
+from dse.storage.keys import canonical_key, config_key, now
+from dse.storage.reads import StudyReads
+from dse.storage.runs import RunWrites
 
 
 class StorageError(DseError):
     """The database cannot be used (unreachable, locked, written by a newer dse)."""
 
 
-def canonical_key(obj: Any) -> str:
-    """Hash of the canonical JSON of ``obj``: equal content, equal key, whatever the key order."""
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:40]
-
-
-def config_key(space: str, params: Mapping[str, Any]) -> str:
-    """Identity of a config of a search space (parameter order does not matter)."""
-    return canonical_key({"space": space, **params})
-
-
-def now() -> datetime:
-    """The local time to the second, as the store records it."""
-    return datetime.now().replace(microsecond=0)
-
-
-class ResultStore:
+class ResultStore(StudyReads, RunWrites):
     """Targets, workloads, configs, evaluations, studies and trials in one SQL database.
 
     Args:
@@ -295,3 +286,9 @@ def _add_fidelity_table(store: ResultStore) -> None:
 
 # Migration to schema version N, applied in order to databases written by an older dse.
 MIGRATIONS: dict[int, Any] = {2: _add_fidelity_table}
+
+
+def open_store(storage: ResultStore | str | None, existing: bool = False) -> ResultStore:
+    """``storage`` as a store: a store as it is, a URL or SQLite path opened (``existing``: a
+    database that does not exist or holds no dse tables is refused, not created)."""
+    return storage if isinstance(storage, ResultStore) else ResultStore(storage, existing)

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dse.errors import UsageError
-from dse.storage.store import config_key
+from dse.core.errors import UsageError
+from dse.core.evaluator import EvalContext
+from dse.core.params import ConfigBatch, batch_concat, batch_len, batch_take
+from dse.study.port import Port, WorkloadRun, chunked, config_keys
 from dse.study.progress import Stage
-from evaluators.base import EvalContext
-from search_spaces.base import ConfigBatch, batch_len, batch_take
 
 if TYPE_CHECKING:
-    from dse.study.runner import StudyRunner, WorkloadSummary
     from dse.study.spec import StudySpec
 
 DEFAULT_MAX_CONFIGS = 200_000
@@ -33,11 +32,9 @@ def feasible_configs(ctx: EvalContext, spec: StudySpec) -> ConfigBatch:
                          "options: max_configs")
     parts = []
     for batch, _ in ctx.space.chunks(fix=spec.space.fix, free=spec.space.free):
-        ok = ctx.space.check(batch).ok
-        for name, (lo, hi) in spec.space.ranges.items():
-            ok &= (batch[name] >= lo) & (batch[name] <= hi)
+        ok = ctx.space.check(batch).ok & ctx.space.within(batch, spec.space.ranges)
         parts.append(batch_take(batch, np.flatnonzero(ok)))
-    feasible = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    feasible = batch_concat(parts, list(parts[0]))
     total = batch_len(feasible)
     if total == 0:
         raise UsageError(f"{spec.source}: no feasible configuration in the space of "
@@ -50,29 +47,23 @@ def feasible_configs(ctx: EvalContext, spec: StudySpec) -> ConfigBatch:
     return feasible
 
 
-def run_exhaustive(runner: StudyRunner, ctx: EvalContext, workload_id: int,
-                   summary: WorkloadSummary) -> None:
+def run_exhaustive(port: Port, run: WorkloadRun) -> None:
     """Evaluate and store every feasible config, in a fixed order. A resumed run takes the
     configs that have no trial yet (not those past a count: the space's rules may have
     changed since). Infeasible configs are not stored: the space rejects them by rule."""
-    spec = runner.spec
-    feasible = feasible_configs(ctx, spec)
+    feasible = port.feasible(run)
     total = batch_len(feasible)
-    budget = total if spec.budget.trials is None else min(total, spec.budget.trials)
-    stage = Stage(ctx.workload.label, summary.trials, budget)
+    budget = total if port.spec.budget.trials is None else min(total, port.spec.budget.trials)
+    stage = Stage(run.ctx.workload.label, run.summary.trials, budget)
     left = np.arange(total)
-    if summary.trials:
-        with runner.store.session() as s:
-            done = runner.store.trialled_keys(s, runner.study_id, workload_id,
-                                              runner.evaluator.name)
-        keys = [config_key(ctx.space.name, c) for c in ctx.space.decode(feasible)]
+    if run.summary.trials:
+        done = port.trialled(run, port.evaluator)
+        keys = config_keys(run, run.ctx.space.decode(feasible))
         left = np.array([i for i, k in enumerate(keys) if k not in done], dtype=np.int64)
-    todo = left[:max(0, budget - summary.trials)]
+    todo = left[:max(0, budget - run.summary.trials)]
     # a slow evaluator's results are committed a round at a time, as a sampler's are
-    size = SLICE if hasattr(runner.evaluator, "score") else runner.batch_size
-    for start in range(0, len(todo), size):
-        if runner.out_of_time():
+    size = SLICE if port.evaluator.capabilities.score else port.batch_size
+    for part in chunked(len(todo), size):
+        if port.out_of_time():
             break
-        configs: list[dict[str, Any]] = ctx.space.decode(
-            batch_take(feasible, todo[start:start + size]))
-        runner.evaluate_and_record(ctx, workload_id, configs, summary, stage=stage)
+        port.evaluate(run, batch_take(feasible, todo[part]), feasible=True, stage=stage)

@@ -15,18 +15,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from dse.problem import build_evaluator
-from dse.results import EvalResult
-from dse.storage import models as m
-from dse.storage.store import config_key, now
-from dse.study.exhaustive import feasible_configs
-from dse.study.pool import make_pool
+from dse.core.evaluator import EvalContext, Evaluator
+from dse.core.params import ConfigBatch, batch_len, batch_take
+from dse.core.registry import build_evaluator
+from dse.core.results import EvalResult
+from dse.study.port import Port, WorkloadRun, chunked, config_keys
 from dse.study.progress import Stage
-from evaluators.base import EvalContext
-from search_spaces.base import batch_take
 
 if TYPE_CHECKING:
-    from dse.study.runner import StudyRunner, WorkloadSummary
+    from dse.study.pool import Pool
+    from dse.study.spec import Rung
 
 
 def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> float:
@@ -85,12 +83,11 @@ def choose(scores: np.ndarray, keep: int, how: str, groups: list[Any] | None = N
     return np.array(sorted(chosen, key=lambda i: -scores[i]), dtype=np.int64)
 
 
-def run_ladder(runner: StudyRunner, ctx: EvalContext, workload_id: int,
-               summary: WorkloadSummary) -> None:
+def run_ladder(port: Port, run: WorkloadRun) -> None:
     """Run the study's ladder on one workload: each rung evaluates what the cheaper one kept (the
     first scores the whole space when it can), and its agreement with that rung is recorded; stops
     at an ``--offline`` rung with configs to measure."""
-    spec = runner.spec
+    spec, ctx = port.spec, run.ctx
     objective = spec.objectives[0]
     sign = 1.0 if objective.direction == "maximize" else -1.0
 
@@ -98,104 +95,77 @@ def run_ladder(runner: StudyRunner, ctx: EvalContext, workload_id: int,
         return np.array([sign * float(r.metrics[objective.metric]) if r.ok else np.nan
                          for r in results])
 
-    batch = feasible_configs(ctx, spec)
+    batch = port.feasible(run)
     previous: dict[str, float] | None = None
     for index, rung in enumerate(spec.ladder):
         evaluator = build_evaluator(rung.evaluator.name, rung.evaluator.options)
-        if index == 0 and hasattr(evaluator, "score"):  # score the whole space at once
+        if index == 0 and evaluator.capabilities.score:  # score the whole space at once
             values = evaluator.score(batch, ctx)[objective.metric].astype(float) * sign
-            kept = choose(values, rung.keep or len(values), rung.select,
-                          _groups(batch, rung.group_by), rung.per_group,
-                          ctx.space.tie_order(batch))
-            batch = batch_take(batch, kept)
-        configs = ctx.space.decode(batch)
+            batch = batch_take(batch, _kept(ctx, rung, batch, values))
         if rung.trials is not None:
-            configs = configs[:rung.trials]
-        if index == runner.offline_rung and _export_unmeasured(runner, ctx, workload_id,
-                                                               configs, evaluator, summary):
+            batch = batch_take(batch, np.arange(min(rung.trials, batch_len(batch))))
+        configs = ctx.space.decode(batch)
+        if index == port.offline_rung and port.export_offline(run, configs, evaluator):
             break  # the dearer rungs wait for these results (dse ingest, then run again)
-        pool = make_pool(evaluator, spec.workers, runner.ray_address)
-        try:
+        with port.rung(evaluator) as pool:
             label = (f"{ctx.workload.label} rung {index + 1}/{len(spec.ladder)} "
                      f"({evaluator.name})")
-            results = _evaluate_once(runner, ctx, workload_id, configs, summary, evaluator, pool,
-                                     label)
-        finally:
-            pool.close()
-            if hasattr(evaluator, "close"):
-                evaluator.close()
-        scores = scored(results)
-        keys = [config_key(ctx.space.name, c) for c in configs]
+            results = _evaluate_once(port, run, batch, configs, evaluator, pool, label)
+        values = scored(results)
+        scores = dict(zip(config_keys(run, configs), values, strict=True))
         if previous is not None:
-            _record_agreement(runner, workload_id, index, spec.ladder[index - 1].evaluator.name,
-                              evaluator.name, previous, dict(zip(keys, scores, strict=True)))
-        previous = dict(zip(keys, scores, strict=True))
+            _record_agreement(port, run, index, spec.ladder[index - 1].evaluator.name,
+                              evaluator.name, previous, scores)
+        previous = scores
         if index + 1 < len(spec.ladder):
-            measured = ctx.space.encode(configs)
-            kept = choose(scores, rung.keep or len(scores), rung.select,
-                          _groups(measured, rung.group_by), rung.per_group,
-                          ctx.space.tie_order(measured))
-            batch = batch_take(measured, kept)
-        runner.recorder.flush()
+            batch = batch_take(batch, _kept(ctx, rung, batch, values))
+        port.flush()
 
 
-def _export_unmeasured(runner: StudyRunner, ctx: EvalContext, workload_id: int,
-                       configs: list[dict[str, Any]], evaluator: Any,
-                       summary: WorkloadSummary) -> bool:
-    """Add the configs ``evaluator`` has no stored result for to the run's offline export;
-    whether there were any."""
-    runner.recorder.flush()
-    keys = [config_key(ctx.space.name, c) for c in configs]
-    known = runner.recorder.lookup(workload_id, keys, evaluator)
-    missing = [c for c, k in zip(configs, keys, strict=True) if k not in known]
-    for config in missing:
-        runner.offline.add(ctx, config)
-    summary.exported += len(missing)
-    return bool(missing)
+def _kept(ctx: EvalContext, rung: Rung, batch: ConfigBatch, scores: np.ndarray) -> np.ndarray:
+    """The configs of ``batch`` a rung passes on, by its scores (see :func:`choose`)."""
+    return choose(scores, rung.keep or len(scores), rung.select, _groups(batch, rung.group_by),
+                  rung.per_group, ctx.space.tie_order(batch))
 
 
-def _groups(batch: Any, names: tuple[str, ...]) -> list[tuple[Any, ...]] | None:
+def _groups(batch: ConfigBatch, names: tuple[str, ...]) -> list[tuple[Any, ...]] | None:
     """A label per config of ``batch``: its values of the ``names`` parameters."""
     if not names:
         return None
     return list(zip(*(batch[n].tolist() for n in names), strict=True))
 
 
-def _evaluate_once(runner: StudyRunner, ctx: EvalContext, workload_id: int,
-                   configs: list[dict[str, Any]], summary: WorkloadSummary, evaluator: Any,
-                   pool: Any, label: str) -> list[EvalResult]:
+def _evaluate_once(port: Port, run: WorkloadRun, batch: ConfigBatch,
+                   configs: list[dict[str, Any]], evaluator: Evaluator, pool: Pool,
+                   label: str) -> list[EvalResult]:
     """Results of every config; a trial only for those this study has none of yet (``label``
     names the rung's progress bar)."""
-    runner.recorder.flush()
-    with runner.store.session() as s:
-        done = runner.store.trialled_keys(s, runner.study_id, workload_id, evaluator.name)
-    keys = [config_key(ctx.space.name, c) for c in configs]
+    port.flush()
+    done = port.trialled(run, evaluator)
+    keys = config_keys(run, configs)
     # what this study has a trial and a result of (a result stored under other options of the
     # rung's evaluator, by an older dse, is not one: measured again)
-    results = runner.recorder.lookup(workload_id, [k for k in keys if k in done], evaluator)
-    fresh = [c for c, k in zip(configs, keys, strict=True) if k not in results]
+    results = port.stored(run, [k for k in keys if k in done], evaluator)
+    fresh = np.array([i for i, k in enumerate(keys) if k not in results], dtype=np.int64)
     # a slow rung goes in rounds, so progress shows and Ctrl-C keeps what finished; 8 a round
     # at least, so an evaluator that compiles a round in parallel (triton) still can
-    size = len(fresh) if hasattr(evaluator, "score") else max(8, 2 * pool.workers)
-    measured: list[EvalResult] = []
+    size = len(fresh) if evaluator.capabilities.score else max(8, 2 * pool.workers)
     stage = Stage(label, len(configs) - len(fresh), len(configs))
-    for start in range(0, len(fresh), max(size, 1)):
-        measured += runner.evaluate_and_record(ctx, workload_id, fresh[start:start + size],
-                                               summary, evaluator, pool, stage)
-    results.update(zip([config_key(ctx.space.name, c) for c in fresh], measured, strict=True))
+    for part in chunked(len(fresh), size):
+        chosen = fresh[part]
+        measured = port.evaluate(run, batch_take(batch, chosen),
+                                 configs=[configs[i] for i in chosen], feasible=True,
+                                 evaluator=evaluator, pool=pool, stage=stage)
+        results.update(zip([keys[i] for i in chosen], measured, strict=True))
     return [results[k] for k in keys]
 
 
-def _record_agreement(runner: StudyRunner, workload_id: int, rung: int, cheaper: str,
-                      dearer: str, cheap: dict[str, float], dear: dict[str, float]) -> None:
+def _record_agreement(port: Port, run: WorkloadRun, rung: int, cheaper: str, dearer: str,
+                      cheap: dict[str, float], dear: dict[str, float]) -> None:
     common = [k for k in dear if k in cheap and np.isfinite(dear[k]) and np.isfinite(cheap[k])]
     k = max(1, min(5, len(common) // 2))
     values = (agreement(np.array([cheap[c] for c in common]),
                         np.array([dear[c] for c in common]), k)
               if len(common) >= 3 else {"spearman": None, "kendall": None,
                                         "top_k_overlap": None})
-    with runner.store.session() as s:
-        s.execute(m.FidelityRow.__table__.insert(), [{
-            "study_id": runner.study_id, "workload_id": workload_id, "rung": rung,
-            "cheaper": cheaper, "dearer": dearer, "n": len(common), "top_k": k,
-            "created_at": now(), **values}])
+    port.record_agreement(run, rung, cheaper, dearer, len(common), k, values)

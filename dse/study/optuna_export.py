@@ -11,20 +11,16 @@ from pathlib import Path
 
 from optuna.storages.journal import JournalFileBackend
 
-from dse.errors import UsageError
-from dse.storage import ResultStore
-from dse.storage.journal import SqlJournalBackend
+from dse.core.errors import UsageError
+from dse.storage.store import ResultStore
 
 
-def export_journal(storage: str | None, study: str, out: str | Path) -> int:
+def export_journal(store: ResultStore, study: str, out: str | Path) -> int:
     """Write the study's journal to ``out`` (which must not exist); returns the line count."""
     path = Path(out)
     if path.exists():
         raise UsageError(f"{path} exists: a journal file is appended to, give a new path")
-    store = ResultStore(storage, existing=True)
-    with store.session() as s:
-        study_id = store.require_study(s, study).id
-    logs = list(SqlJournalBackend(store, study_id).read_logs(0))
+    logs = store.study_journal(study)
     if not logs:
         raise UsageError(f"study {study!r} has no Optuna state (exhaustive and ladder studies "
                          "do not use Optuna)")

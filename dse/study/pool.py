@@ -1,32 +1,36 @@
-"""Where evaluations run: in this process (vectorised evaluators) or as Ray tasks."""
+"""Where evaluations run: in this process (vectorised evaluators) or as Ray tasks.
+
+A pool evaluates batches of feasible configs (the runner checked them): an exception the
+evaluator declares fails its configs; a bug (:class:`EvaluatorError`) or a usage error raised
+while evaluating stops the study, wherever the evaluation ran.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
 import threading
-import traceback
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from dse.errors import UsageError
-from dse.results import EvalResult, Status
-from evaluators.base import EvalContext
-from search_spaces.base import ConfigBatch, batch_len, batch_take
+from dse.core.errors import DseError, UsageError
+from dse.core.evaluator import EvalContext, Evaluator, EvaluatorError, failed_results, run_feasible
+from dse.core.params import ConfigBatch, batch_len, batch_take
+from dse.core.results import EvalResult
 
 
-def failed_results(batch: ConfigBatch, ctx: EvalContext, error: str) -> list[EvalResult]:
-    """A failed result with reason ``error`` for every config of ``batch``."""
-    return [EvalResult(Status.FAILED, p, reason=error) for p in ctx.space.decode(batch)]
+class Pool(Protocol):
+    """Runs an evaluator on batches of feasible configs."""
 
+    workers: int
 
-def _safe_evaluate(evaluator: Any, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
-    """Evaluate; an exception becomes a failed result per config instead of stopping a study."""
-    try:
-        return evaluator.evaluate(batch, ctx)
-    except Exception:  # noqa: BLE001 - any evaluator error is recorded, never fatal
-        return failed_results(batch, ctx, traceback.format_exc(limit=5))
+    def evaluate(self, evaluator: Evaluator, batch: ConfigBatch,
+                 ctx: EvalContext) -> list[EvalResult]:
+        """One result per config of ``batch``, in order."""
+
+    def close(self) -> None:
+        """Release the pool's workers."""
 
 
 class InProcessPool:
@@ -34,11 +38,22 @@ class InProcessPool:
 
     workers = 1
 
-    def evaluate(self, evaluator: Any, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
-        return _safe_evaluate(evaluator, batch, ctx)
+    def evaluate(self, evaluator: Evaluator, batch: ConfigBatch,
+                 ctx: EvalContext) -> list[EvalResult]:
+        return run_feasible(evaluator, batch, ctx)
 
     def close(self) -> None:
         pass
+
+
+def _remote_evaluate(evaluator: Evaluator, batch: ConfigBatch,
+                     ctx: EvalContext) -> list[EvalResult] | DseError | EvaluatorError:
+    """A Ray task's body: the results, or the exception that must stop the study (returned,
+    so it reaches the driver as itself, not wrapped in Ray's task error)."""
+    try:
+        return run_feasible(evaluator, batch, ctx)
+    except (DseError, EvaluatorError) as exc:
+        return exc
 
 
 def _signal_handlers() -> dict[int, Any]:
@@ -116,7 +131,7 @@ class RayPool:
         self._ray = ray
         self._started = not ray.is_initialized()
         # one run at a time per physical device: a Ray resource of 1 per device
-        self._device = getattr(evaluator, "device", None)
+        self._device = evaluator.device if evaluator is not None else None
         resources = {f"dse_device_{self._device}": 1} if self._device else None
         if self._started:
             if address:
@@ -134,11 +149,12 @@ class RayPool:
             finally:  # Ray installs its own SIGTERM handler (an exit): the run's stays
                 _restore(handlers)
         self.workers = workers if address is None else int(ray.cluster_resources().get("CPU", 1))
-        self._task = ray.remote(num_cpus=1, resources=resources)(_safe_evaluate)
+        self._task = ray.remote(num_cpus=1, resources=resources)(_remote_evaluate)
         self._evaluator_ref: Any = None
         self._evaluator: Any = None
 
-    def evaluate(self, evaluator: Any, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
+    def evaluate(self, evaluator: Evaluator, batch: ConfigBatch,
+                 ctx: EvalContext) -> list[EvalResult]:
         if evaluator is not self._evaluator:  # ship the evaluator to the object store once
             self._evaluator, self._evaluator_ref = evaluator, self._ray.put(evaluator)
         ctx_ref = self._ray.put(ctx)
@@ -149,9 +165,12 @@ class RayPool:
         out: list[EvalResult] = []
         for chunk, ref in zip(chunks, refs, strict=True):
             try:
-                out.extend(self._ray.get(ref))
+                results = self._ray.get(ref)
             except Exception as exc:  # noqa: BLE001 - a lost worker fails its chunk only
-                out.extend(failed_results(batch_take(batch, chunk), ctx, repr(exc)))
+                results = failed_results(batch_take(batch, chunk), ctx, repr(exc))
+            if isinstance(results, BaseException):
+                raise results
+            out.extend(results)
         return out
 
     def close(self) -> None:
@@ -159,9 +178,9 @@ class RayPool:
             self._ray.shutdown()
 
 
-def make_pool(evaluator: Any, workers: int, address: str | None) -> InProcessPool | RayPool:
+def make_pool(evaluator: Evaluator, workers: int, address: str | None) -> Pool:
     """Vectorised evaluators run in-process; others on Ray when more than one worker is asked
     for or a cluster address is given."""
-    if hasattr(evaluator, "score") or (workers <= 1 and not address):
+    if evaluator.capabilities.score or (workers <= 1 and not address):
         return InProcessPool()
     return RayPool(workers, address, evaluator)

@@ -14,13 +14,12 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
-from dse.results import EvalResult, Status
-from dse.storage import ResultStore
+from dse.core.results import EvalResult
 from dse.storage.journal import SqlJournalBackend
-from dse.storage.store import now
+from dse.storage.runs import Measured, PendingTrial, Window
+from dse.storage.store import ResultStore
 
 
 @contextlib.contextmanager
@@ -46,38 +45,29 @@ def deferred_interrupts() -> Iterator[None]:
                 signal.raise_signal(caught[0])
 
 
-@dataclass
-class _Trial:
-    workload_id: int
-    key: str
-    params: dict[str, Any]
-    result: EvalResult
-    cached: bool
-    evaluator: Any
-
-
 class Recorder:
     """Pending trials of one study run and the cache view that includes them."""
 
-    def __init__(self, store: ResultStore, journal: SqlJournalBackend, study_name: str,
-                 study_id: int, target_id: int, evaluator: Any, space: str, next_number: int,
-                 renew_lease: Any, host: str, versions: dict[str, str],
-                 commit_every: int = 64, commit_interval_s: float = 2.0) -> None:
+    def __init__(self, store: ResultStore, journal: SqlJournalBackend, study: str,
+                 study_id: int, target_id: int, evaluator: Measured, space: str,
+                 next_number: int, lease: tuple[str, float], host: str,
+                 versions: dict[str, str], commit_every: int = 64,
+                 commit_interval_s: float = 2.0) -> None:
         self.store, self.journal = store, journal
-        self.study_name, self.study_id, self.target_id = study_name, study_id, target_id
+        self.study, self.study_id, self.target_id = study, study_id, target_id
         self.evaluator, self.space = evaluator, space
         self.next_number = next_number
-        self.renew_lease = renew_lease
+        self.owner, self.lease_s = lease
         self.host, self.versions = host, versions
         self.commit_every, self.commit_interval_s = commit_every, commit_interval_s
-        self._pending: list[_Trial] = []
+        self._pending: list[PendingTrial] = []
         # results seen by this run and config keys stored, per (workload, evaluator, version)
         self._results: dict[tuple[int, str, str, str], EvalResult] = {}
         self._stored_keys: dict[tuple[int, str, str], set[str]] = {}
         self._last_commit = time.monotonic()
 
     def lookup(self, workload_id: int, keys: list[str],
-               evaluator: Any = None) -> dict[str, EvalResult]:
+               evaluator: Measured | None = None) -> dict[str, EvalResult]:
         """Known results of these configs: this run's (committed or not), then the database's.
 
         Which configs the database holds is read once per workload (then kept up to date with
@@ -88,29 +78,26 @@ class Recorder:
         ev = evaluator or self.evaluator
         scope = (workload_id, ev.name, ev.version)
         if scope not in self._stored_keys:
-            with self.store.session() as s:
-                self._stored_keys[scope] = self.store.evaluated_keys(
-                    s, self.target_id, workload_id, ev.name, ev.version)
+            self._stored_keys[scope] = self.store.stored_keys(self.target_id, workload_id,
+                                                              ev.name, ev.version)
         found = {k: self._results[(*scope, k)] for k in keys if (*scope, k) in self._results}
         missing = [k for k in keys if k not in found and k in self._stored_keys[scope]]
         if missing:
-            with self.store.session() as s:
-                rows = self.store.find_evaluations_by_key(s, self.target_id, workload_id,
-                                                          missing, ev.name, ev.version)
-            for k, r in rows.items():
-                found[k] = self._results[(*scope, k)] = EvalResult(
-                    Status(r.status), {}, r.metrics, r.reason, r.elapsed_s)
+            rows = self.store.stored_results(self.target_id, workload_id, missing, ev.name,
+                                             ev.version)
+            for k, result in rows.items():
+                found[k] = self._results[(*scope, k)] = result
         return found
 
     def add(self, workload_id: int, keys: list[str], configs: list[dict[str, Any]],
-            results: list[EvalResult], cached: list[bool], evaluators: list[Any] | None = None,
-            commit: bool = True) -> None:
+            results: list[EvalResult], cached: list[bool],
+            evaluators: list[Measured] | None = None, commit: bool = True) -> None:
         """Queue trials (``evaluators``: one per config, default the study's); with ``commit``,
         write the window if it is full or old (see :meth:`maybe_flush`)."""
         chosen = evaluators or [self.evaluator] * len(keys)
         for key, params, result, hit, ev in zip(keys, configs, results, cached, chosen,
                                                 strict=True):
-            self._pending.append(_Trial(workload_id, key, params, result, hit, ev))
+            self._pending.append(PendingTrial(workload_id, key, params, result, hit, ev))
             self._results.setdefault((workload_id, ev.name, ev.version, key), result)
         if commit:
             self.maybe_flush()
@@ -131,50 +118,15 @@ class Recorder:
         if not self._pending and not self.journal.pending:
             return
         with deferred_interrupts():
-            self._write_window()
-
-    def _write_window(self) -> None:
-        created = now()
-        with self.store.session() as s:
-            ids = self.store.config_ids(s, self.space, [t.params for t in self._pending])
-            new_rows, seen = [], set()
-            for trial, cid in zip(self._pending, ids, strict=True):
+            self.store.commit_window(Window(
+                self.study, self.study_id, self.target_id, self.space, self.next_number,
+                self._pending, self.journal, self.owner, self.lease_s, self.host,
+                self.versions))
+            self.journal.mark_committed()
+            for trial in self._pending:
                 ev = trial.evaluator
-                if trial.cached or (trial.workload_id, cid, ev.name, ev.version) in seen:
-                    continue
-                seen.add((trial.workload_id, cid, ev.name, ev.version))
-                r = trial.result
-                new_rows.append({
-                    "target_id": self.target_id, "workload_id": trial.workload_id,
-                    "config_id": cid, "evaluator": ev.name, "version": ev.version,
-                    "fidelity": ev.fidelity, "status": r.status.value, "reason": r.reason,
-                    "metrics": r.metrics, "tops": r.metrics.get("tops"),
-                    "elapsed_s": r.elapsed_s, "host": self.host, "versions": self.versions,
-                    "created_at": created})
-            self.store.put_evaluations(s, new_rows)
-            evaluation_ids: dict[tuple[int, str, str, int], int] = {}
-            for workload_id, name, version in {(t.workload_id, t.evaluator.name,
-                                                t.evaluator.version) for t in self._pending}:
-                wanted = [cid for t, cid in zip(self._pending, ids, strict=True)
-                          if (t.workload_id, t.evaluator.name) == (workload_id, name)]
-                stored = self.store.find_evaluations(s, self.target_id, workload_id, wanted,
-                                                     name, version)
-                evaluation_ids.update({(workload_id, name, version, cid): row.id
-                                       for cid, row in stored.items()})
-            self.store.add_trials(s, [{
-                "study_id": self.study_id, "number": self.next_number + i,
-                "workload_id": t.workload_id, "config_id": cid,
-                "evaluation_id": evaluation_ids[(t.workload_id, t.evaluator.name,
-                                                 t.evaluator.version, cid)],
-                "status": t.result.status.value, "cached": int(t.cached), "created_at": created}
-                for i, (t, cid) in enumerate(zip(self._pending, ids, strict=True))])
-            self.journal.write_pending(s)
-            self.renew_lease(s)
-        self.journal.mark_committed()
-        for trial in self._pending:
-            ev = trial.evaluator
-            self._stored_keys.setdefault((trial.workload_id, ev.name, ev.version),
-                                         set()).add(trial.key)
-        self.next_number += len(self._pending)
-        self._pending = []
+                self._stored_keys.setdefault((trial.workload_id, ev.name, ev.version),
+                                             set()).add(trial.key)
+            self.next_number += len(self._pending)
+            self._pending = []
         self._last_commit = time.monotonic()

@@ -1,9 +1,9 @@
-"""The study loop: Optuna ask/tell, evaluations in-process or on Ray, results committed with
-Optuna's state (see :mod:`dse.study.recorder`).
+"""The study run: its workloads through the study's strategy (ask/tell, exhaustive or a
+ladder), evaluations in-process or on Ray, results committed with Optuna's state (see
+:mod:`dse.study.recorder`).
 
 A config already evaluated by the same evaluator version on the same target and workload (by
 this or any other study in the database) is served from the store, not evaluated again.
-Infeasible configs are told to Optuna as pruned, failed ones as failed; both keep their reason.
 """
 
 from __future__ import annotations
@@ -16,49 +16,36 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import optuna
-from optuna.trial import TrialState
 
 import dse
-from dse.errors import UsageError
+from dse.core.errors import UsageError
+from dse.core.evaluator import EvalContext, Evaluator
+from dse.core.params import ConfigBatch, batch_take
+from dse.core.registry import build_evaluator, load_target, search_space_class
+from dse.core.results import EvalResult, Status
+from dse.core.workload import Workload
 from dse.offline.exchange import OfflineExport
-from dse.problem import build_evaluator
-from dse.registry import search_space_class
-from dse.results import EvalResult, Status
-from dse.storage import ResultStore
 from dse.storage.journal import DseJournalStorage, SqlJournalBackend
-from dse.storage.store import config_key
+from dse.storage.runs import Measured
+from dse.storage.store import ResultStore, open_store
+from dse.study.asktell import run_sampler
 from dse.study.exhaustive import feasible_configs, run_exhaustive
 from dse.study.ladder import run_ladder
-from dse.study.pool import make_pool
+from dse.study.pool import Pool, make_pool
+from dse.study.port import WorkloadRun, WorkloadSummary, config_keys
 from dse.study.progress import Progress, Stage
 from dse.study.recorder import Recorder
 from dse.study.samplers import make_sampler
-from dse.study.spec import StudySpec
-from dse.target import load_target
-from dse.workload import Workload
-from evaluators.base import EvalContext
+from dse.study.spec import EXHAUSTIVE, StudySpec
 
 LEASE_S = 120.0
-optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-@dataclass
-class WorkloadSummary:
-    """A run's counts for one workload: its trials so far (earlier runs' included), and what this
-    run evaluated, served from the store, found infeasible, failed or exported."""
-
-    workload: Workload
-    trials: int
-    evaluated: int = 0
-    cached: int = 0
-    infeasible: int = 0
-    failed: int = 0
-    exported: int = 0  # configs written for the offline runner (``--offline``)
 
 
 @dataclass
@@ -86,7 +73,8 @@ def library_versions() -> dict[str, str]:
 
 
 class StudyRunner:
-    """Runs (or resumes) one study against one store."""
+    """Runs (or resumes) one study against one store; the port its strategies use
+    (:class:`dse.study.port.Port`)."""
 
     def __init__(self, spec: StudySpec, store: ResultStore, ray_address: str | None = None,
                  progress: Progress | None = None, offline: str | None = None) -> None:
@@ -99,50 +87,34 @@ class StudyRunner:
         self.evaluated_any = False  # a run with a time budget still does its first round
         self.offline_path = offline
         self.offline_rung, self.offline = self._offline_rung(offline)
-        if spec.sampler.name != "exhaustive":
+        if spec.sampler.name != EXHAUSTIVE:
             make_sampler(spec, 1)  # refuse unknown options or a missing package before storing
-        for workload in spec.workloads:  # refuse impossible spaces before touching the store
+        # every workload's space is checked before the store is touched; an exhaustive study
+        # (or a ladder) keeps its feasible configs for the run
+        self._feasible: dict[Workload, ConfigBatch] = {}
+        for workload in spec.workloads:
             ctx = self.context(workload)
-            if spec.sampler.name == "exhaustive":
-                feasible_configs(ctx, spec)
+            if spec.sampler.name == EXHAUSTIVE:
+                self._feasible[workload] = feasible_configs(ctx, spec)
             else:
                 _require_feasible(ctx, spec)
-        with store.session() as s:
-            target_id = store.target_id(s, self.target.digest(), self.target.name,
-                                        self.target.to_dict())
-            row = store.study(s, spec.name)
-            if row is None:
-                row = store.create_study(s, spec.name, spec.identity(), target_id)
-            elif row.spec != spec.identity():
-                changed = sorted(k for k, v in spec.identity().items() if row.spec.get(k) != v)
-                raise UsageError(f"study {spec.name!r} already exists in {store.safe_url} with a "
-                                 f"different {', '.join(changed)}; give the study another name "
-                                 "to run this definition (its budget and workers may change; "
-                                 "a ladder's rungs may not)")
-            elif row.target_id != target_id:  # one study never mixes two sets of constants
-                raise UsageError(f"study {spec.name!r} already exists in {store.safe_url} with "
-                                 f"other constants for target {spec.target!r} (its file changed "
-                                 "since the study began, or a constant read from the machine "
-                                 "differs here); give the study another name to run with these")
-            _void_dead_local_owner(row)
-            status_before = row.status
-            store.acquire(s, row, self.owner, LEASE_S)
-            study_id, next_number = row.id, store.next_trial_number(s, row.id)
-        self.study_id = study_id
+        claim = store.claim_study(spec.name, spec.identity(), self.target, self.owner, LEASE_S)
+        self.study_id = claim.study_id
         try:
             self.pool = make_pool(self.evaluator, spec.workers, ray_address)
         except BaseException:  # no Ray cluster at the address, Ctrl-C: the study is not running
-            store.release(spec.name, self.owner, status_before)
+            store.release(spec.name, self.owner, claim.status_before)
             raise
         # A vectorised model is asked one trial at a time (the sampler learns from every result);
         # slower evaluators get enough trials per round to keep every worker busy.
-        self.batch_size = spec.batch_size or (1 if hasattr(self.evaluator, "score")
+        self.batch_size = spec.batch_size or (1 if self.evaluator.capabilities.score
                                               else 2 * self.pool.workers)
-        self.journal = SqlJournalBackend(store, study_id)
+        self.journal = SqlJournalBackend(store, self.study_id)
         self.recorder = Recorder(
-            store, self.journal, spec.name, study_id, target_id, self.evaluator,
-            search_space_class(self.target.space).name, next_number, self._renew_lease,
-            socket.gethostname(), library_versions())
+            store, self.journal, spec.name, self.study_id, claim.target_id,
+            Measured.of(self.evaluator), search_space_class(self.target.space).name,
+            claim.next_number, (self.owner, LEASE_S), socket.gethostname(), library_versions())
+        self._rules = _StudyRules.of(spec)
 
     def _offline_rung(self, offline: str | None) -> tuple[int | None, OfflineExport | None]:
         """Refuse an evaluator that cannot run here, before anything is stored; with
@@ -152,7 +124,7 @@ class StudyRunner:
         stuck = []
         for index, plugin in enumerate(plugins):
             evaluator = build_evaluator(plugin.name, plugin.options)
-            problem = evaluator.unavailable() if hasattr(evaluator, "unavailable") else None
+            problem = evaluator.unavailable()
             if problem:
                 stuck.append((index, evaluator, problem))
         if offline is not None and not spec.ladder:
@@ -161,17 +133,13 @@ class StudyRunner:
         if not stuck:
             return None, None
         index, evaluator, problem = stuck[0]
-        if offline is None or index == 0 or len(stuck) > 1 \
-                or not hasattr(evaluator, "offline_job"):
+        offline_capable = evaluator.capabilities.offline
+        if offline is None or index == 0 or len(stuck) > 1 or not offline_capable:
             hint = (" (or run with --offline FILE to measure that rung elsewhere)"
-                    if spec.ladder and index > 0 and hasattr(evaluator, "offline_job")
-                    and offline is None else "")
+                    if spec.ladder and index > 0 and offline_capable and offline is None else "")
             raise UsageError(f"evaluator {evaluator.name!r} cannot run here: {problem}{hint}")
         plugin = plugins[index]
         return index, OfflineExport(spec.name, spec.target, plugin.name, plugin.options)
-
-    def _renew_lease(self, s: Any) -> None:
-        self.store.acquire(s, self.store.require_study(s, self.spec.name), self.owner, LEASE_S)
 
     def _keep_leased(self, stop: threading.Event) -> None:
         """Renew the lease every quarter of its length until ``stop``: commits renew it too,
@@ -179,20 +147,13 @@ class StudyRunner:
         let another runner take the study meanwhile."""
         while not stop.wait(LEASE_S / 4):
             try:
-                with self.store.session() as s:
-                    self._renew_lease(s)
+                self.store.renew_lease(self.spec.name, self.owner, LEASE_S)
             except UsageError as exc:  # another runner took the study: its commits refuse too
                 print(f"dse: {exc}", file=sys.stderr)
                 return
             except Exception as exc:  # noqa: BLE001 - a lock or a dropped connection: next tick
                 print(f"dse: could not renew the lease of study {self.spec.name!r} (will try "
                       f"again): {exc}", file=sys.stderr)
-
-    def out_of_time(self) -> bool:
-        """Whether the time budget is spent; never before the run's first round, so a budget
-        shorter than building a workload's space still makes progress."""
-        return (self.deadline is not None and self.evaluated_any
-                and time.monotonic() >= self.deadline)
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> RunSummary:
@@ -231,229 +192,245 @@ class StudyRunner:
                           time.monotonic() - start, summaries, self.offline)
 
     def context(self, workload: Workload) -> EvalContext:
+        """The workload on the study's target, in the study's space (its optional rules too)."""
         space = search_space_class(self.target.space)(
             self.target, workload, extra_constraints=self.spec.space.constraints)
         return EvalContext(self.target, workload, space)
 
     def _run_workload(self, workload: Workload) -> WorkloadSummary:
         ctx = self.context(workload)
-        space = ctx.space
-        with self.store.session() as s:
-            workload_id = self.store.workload_id(s, {**workload.to_dict(), "space": space.name})
-            done = self.store.trial_count(s, self.study_id, workload_id)
-        summary = WorkloadSummary(workload, trials=done)
+        workload_id, done = self.store.open_workload(
+            self.study_id, {**workload.to_dict(), "space": ctx.space.name})
+        run = WorkloadRun(ctx, workload_id, WorkloadSummary(workload, trials=done))
         if self.spec.ladder:
-            run_ladder(self, ctx, workload_id, summary)
-            return summary
-        if self.spec.sampler.name == "exhaustive":
-            run_exhaustive(self, ctx, workload_id, summary)
-            return summary
-        encoding = space.optuna_encoding(self.spec.space.fix, self.spec.space.free,
-                                         self.spec.space.ranges)
-        distributions = encoding.distributions()
-        storage = DseJournalStorage(self.journal)
-        name = f"{workload.shape} {workload.dtype.name} B {workload.b_layout}"
-        sampler = make_sampler(self.spec, self.batch_size, done)
-        # loaded when it exists: create_study(load_if_exists=True) would log its creation again
-        study = (optuna.load_study(study_name=name, storage=storage, sampler=sampler)
-                 if name in {st.study_name for st in storage.get_all_studies()} else
-                 optuna.create_study(storage=storage, study_name=name, sampler=sampler,
-                                     directions=[o.direction for o in self.spec.objectives]))
-        # A trial asked but never told (the run stopped in between) would stay RUNNING forever.
-        for stale in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            study.tell(stale.number, state=TrialState.FAIL)
-        budget = self.spec.budget.trials
-        while (budget is None or summary.trials < budget) and not self.out_of_time():
-            n = self.batch_size if budget is None else min(self.batch_size,
-                                                           budget - summary.trials)
-            trials = [study.ask(distributions) for _ in range(n)]
-            configs = [encoding.decode(t.params) for t in trials]
-            results = self.evaluate_and_record(ctx, workload_id, configs, summary,
-                                               commit=False)
-            self._tell(study, trials, results)
-            self.recorder.maybe_flush()  # the window holds the results and their tells
-        return summary
+            run_ladder(self, run)
+        elif self.spec.sampler.name == EXHAUSTIVE:
+            run_exhaustive(self, run)
+        else:
+            run_sampler(self, run)
+        return run.summary
 
-    # -- evaluation with the store as a cache -------------------------------------------------
-    def evaluate_and_record(self, ctx: EvalContext, workload_id: int,
-                            configs: list[dict[str, Any]], summary: WorkloadSummary,
-                            evaluator: Any = None, pool: Any = None,
-                            stage: Stage | None = None, commit: bool = True
-                            ) -> list[EvalResult]:
-        """Results for ``configs`` in order (stored ones reused), queued for the next commit
-        (made now if the window is due, unless ``commit`` is false).
+    # -- the port (dse.study.port.Port) -------------------------------------------------------
+    def out_of_time(self) -> bool:
+        """Whether the time budget is spent; never before the run's first round, so a budget
+        shorter than building a workload's space still makes progress."""
+        return (self.deadline is not None and self.evaluated_any
+                and time.monotonic() >= self.deadline)
 
-        ``evaluator`` and ``pool`` default to the study's (a ladder passes each rung's);
-        ``stage`` is what the progress bar counts, by default the workload's trials against the
-        study's budget. A config only the study's own rules refuse (its optional constraints or
-        ranges) is stored under a version of the evaluator of its own (see
-        :class:`_StudyRules`), so it is never served to a study without those rules."""
+    def feasible(self, run: WorkloadRun) -> ConfigBatch:
+        workload = run.ctx.workload
+        if workload not in self._feasible:
+            self._feasible[workload] = feasible_configs(run.ctx, self.spec)
+        return self._feasible[workload]
+
+    def stored(self, run: WorkloadRun, keys: list[str],
+               evaluator: Evaluator) -> dict[str, EvalResult]:
+        return self.recorder.lookup(run.workload_id, keys, Measured.of(evaluator))
+
+    def trialled(self, run: WorkloadRun, evaluator: Evaluator) -> set[str]:
+        return self.store.keys_with_trials(self.study_id, run.workload_id, evaluator.name)
+
+    @contextmanager
+    def rung(self, evaluator: Evaluator) -> Iterator[Pool]:
+        pool = make_pool(evaluator, self.spec.workers, self.ray_address)
+        try:
+            yield pool
+        finally:
+            pool.close()
+            evaluator.close()
+
+    def export_offline(self, run: WorkloadRun, configs: list[dict[str, Any]],
+                       evaluator: Evaluator) -> bool:
+        assert self.offline is not None
+        self.recorder.flush()
+        keys = config_keys(run, configs)
+        known = self.stored(run, keys, evaluator)
+        missing = [c for c, k in zip(configs, keys, strict=True) if k not in known]
+        for config in missing:
+            self.offline.add(run.ctx, config)
+        run.summary.exported += len(missing)
+        return bool(missing)
+
+    def record_agreement(self, run: WorkloadRun, rung: int, cheaper: str, dearer: str,
+                         n: int, top_k: int, values: Mapping[str, float | None]) -> None:
+        self.store.record_agreement(self.study_id, run.workload_id, rung, cheaper, dearer, n,
+                                    top_k, values)
+
+    def optuna_storage(self) -> DseJournalStorage:
+        return DseJournalStorage(self.journal)
+
+    def flush(self) -> None:
+        self.recorder.flush()
+
+    def commit_if_due(self) -> None:
+        self.recorder.maybe_flush()
+
+    def evaluate(self, run: WorkloadRun, batch: ConfigBatch, *,
+                 configs: Sequence[Mapping[str, Any]] | None = None, feasible: bool = False,
+                 evaluator: Evaluator | None = None, pool: Pool | None = None,
+                 stage: Stage | None = None, commit: bool = True) -> list[EvalResult]:
+        """Results of ``batch``'s configs in order (stored ones reused), queued for the next
+        commit (made now if the window is due, unless ``commit`` is false); see
+        :meth:`dse.study.port.Port.evaluate`.
+
+        A config only the study's own rules refuse (its optional constraints or ranges) is
+        stored under a version of the evaluator of its own (see :class:`_StudyRules`), so it is
+        never served to a study without those rules."""
         evaluator, pool = evaluator or self.evaluator, pool or self.pool
-        keys = [config_key(ctx.space.name, c) for c in configs]
-        known = self.recorder.lookup(workload_id, keys, evaluator)
-        for key in self._refused_by_study_rules(ctx, configs, keys, known):
-            del known[key]  # stored by a study without this one's rules: refused again here
+        ctx = run.ctx
+        configs = list(configs) if configs is not None else ctx.space.decode(batch)
+        keys = config_keys(run, configs)
+        refusals = None if feasible else self._rules.refusals(ctx, batch, configs)
+        known = self.stored(run, keys, evaluator)
+        if refusals is not None and self._rules.any:  # stored by a study without these rules
+            for i, key in enumerate(keys):
+                if refusals.reason[i] and key in known \
+                        and known[key].status is not Status.INFEASIBLE:
+                    del known[key]
         todo: dict[str, int] = {}  # config key -> first index needing it (dedupe in a batch)
         for i, key in enumerate(keys):
             if key not in known:
                 todo.setdefault(key, i)
         # a repeat within the batch is served from its first occurrence, as from the store
         cached = [k in known or todo[k] != i for i, k in enumerate(keys)]
-        fresh, by_study_rules = self._evaluate_new(ctx, [configs[i] for i in todo.values()],
-                                                   evaluator, pool)
-        known.update(zip(todo, fresh, strict=True))
-        rules = _StudyRules.of(evaluator, self.spec)
-        recorded_by = {k: rules if refused else evaluator
-                       for k, refused in zip(todo, by_study_rules, strict=True)}
-        results = [EvalResult(known[k].status, c, known[k].metrics, known[k].reason,
-                              known[k].elapsed_s) for k, c in zip(keys, configs, strict=True)]
-        self.recorder.add(workload_id, keys, configs, results, cached,
-                          [recorded_by.get(k, evaluator) for k in keys], commit=commit)
-        summary.trials += len(configs)
+        fresh = np.array(list(todo.values()), dtype=np.int64)
+        results, by_rules = self._evaluate_new(ctx, batch, configs, fresh, refusals,
+                                               evaluator, pool)
+        known.update(zip(todo, results, strict=True))
+        recorded = {k: self._rules.measured(evaluator) if own else Measured.of(evaluator)
+                    for k, own in zip(todo, by_rules, strict=True)}
+        out = [EvalResult(known[k].status, dict(c), known[k].metrics, known[k].reason,
+                          known[k].elapsed_s) for k, c in zip(keys, configs, strict=True)]
+        self.recorder.add(run.workload_id, keys, [dict(c) for c in configs], out, cached,
+                          [recorded.get(k, Measured.of(evaluator)) for k in keys],
+                          commit=commit)
+        self._count(run, out, cached, len(todo), stage)
+        return out
+
+    def _evaluate_new(self, ctx: EvalContext, batch: ConfigBatch,
+                      configs: Sequence[Mapping[str, Any]], fresh: np.ndarray,
+                      refusals: _Refusals | None, evaluator: Evaluator,
+                      pool: Pool) -> tuple[list[EvalResult], list[bool]]:
+        """Results of the configs at ``fresh`` (none evaluated before), and whether only the
+        study's own rules refused each: refused ones are explained, the rest evaluated."""
+        out: list[EvalResult | None] = [None] * len(fresh)
+        by_rules = [False] * len(fresh)
+        if refusals is not None:
+            for j, i in enumerate(fresh):
+                if refusals.reason[i]:
+                    by_rules[j] = refusals.own[i]
+                    out[j] = EvalResult(Status.INFEASIBLE, dict(configs[i]),
+                                        reason=refusals.reason[i])
+        runnable = [j for j, r in enumerate(out) if r is None]
+        if runnable:
+            sub = batch_take(batch, fresh[runnable])
+            for j, result in zip(runnable, pool.evaluate(evaluator, sub, ctx), strict=True):
+                out[j] = result
+        return [r for r in out if r is not None], by_rules
+
+    def _count(self, run: WorkloadRun, results: list[EvalResult], cached: list[bool],
+               evaluated: int, stage: Stage | None) -> None:
+        """Add a batch to the workload's counts and its progress bar."""
+        summary = run.summary
+        summary.trials += len(results)
         summary.cached += sum(cached)
-        summary.evaluated += len(todo)
+        summary.evaluated += evaluated
         summary.infeasible += sum(r.status is Status.INFEASIBLE for r in results)
         summary.failed += sum(r.status in (Status.FAILED, Status.TIMEOUT) for r in results)
         self.evaluated_any = True
         if stage is None:
             stage = Stage(summary.workload.label, summary.trials, self.spec.budget.trials)
         else:
-            stage.done += len(configs)
+            stage.done += len(results)
         if self.progress is not None:
             objective = self.spec.objectives[0]
             pick = max if objective.direction == "maximize" else min
             best = pick((float(r.metrics[objective.metric]) for r in results
                          if r.ok and objective.metric in r.metrics), default=None)
             self.progress(stage.label, stage.done, stage.total or 0, best, objective.direction)
-        return results
 
-    def _refused_by_study_rules(self, ctx: EvalContext, configs: list[dict[str, Any]],
-                                keys: list[str], known: dict[str, EvalResult]) -> set[str]:
-        """Keys of stored results, other than refusals, whose configs the study's own rules
-        (optional constraints, ranges) refuse: another study stored them without those
-        rules."""
-        if not self.spec.space.constraints and not self.spec.space.ranges:
-            return set()
-        served = [i for i, k in enumerate(keys)
-                  if k in known and known[k].status is not Status.INFEASIBLE]
-        if not served:
-            return set()
-        batch = ctx.space.encode([configs[i] for i in served])
-        ok = ctx.space.check(batch).ok
-        return {keys[i] for j, i in enumerate(served)
-                if not ok[j] or _range_reason(self.spec, configs[i])}
 
-    def _evaluate_new(self, ctx: EvalContext, configs: list[dict[str, Any]], evaluator: Any,
-                      pool: Any) -> tuple[list[EvalResult], list[bool]]:
-        """Results of configs not evaluated before, and whether only the study's own rules
-        (its optional constraints, which the space checks last, or its ranges) refused each."""
-        if not configs:
-            return [], []
-        batch = ctx.space.encode(configs)
-        feasibility = ctx.space.check(batch)
-        own_rules_from = len(ctx.space.constraints) - len(self.spec.space.constraints)
-        out: list[EvalResult | None] = [None] * len(configs)
-        by_study_rules = [False] * len(configs)
-        for i, config in enumerate(configs):
-            reason = _range_reason(self.spec, config)
-            if reason or not feasibility.ok[i]:
-                by_study_rules[i] = bool(reason) or \
-                    feasibility.first_failed[i] >= own_rules_from
-                # a refusal every study shares names the space's own rules only
-                out[i] = EvalResult(Status.INFEASIBLE, config, reason=reason or ctx.space.explain(
-                    batch, i, None if by_study_rules[i] else own_rules_from))
-        runnable = [i for i, r in enumerate(out) if r is None]
-        if runnable:
-            sub = {k: v[runnable] for k, v in batch.items()}
-            for i, result in zip(runnable, pool.evaluate(evaluator, sub, ctx), strict=True):
-                out[i] = result
-        return [r for r in out if r is not None], by_study_rules
+@dataclass(frozen=True)
+class _Refusals:
+    """Per config of a batch: why the space's rules or the study's ranges refuse it ("" when
+    they do not) and whether only the study's own rules (its optional constraints, which the
+    space checks last, or its ranges) do."""
 
-    def _tell(self, study: optuna.Study, trials: list[optuna.Trial],
-              results: list[EvalResult]) -> None:
-        for trial, result in zip(trials, results, strict=True):
-            if result.status is Status.OK:
-                study.tell(trial, [float(result.metrics[o.metric]) for o in self.spec.objectives])
-                continue
-            trial.set_user_attr("reason", (result.reason or "")[:500])
-            state = TrialState.PRUNED if result.status is Status.INFEASIBLE else TrialState.FAIL
-            study.tell(trial, state=state)
+    reason: list[str]
+    own: list[bool]
 
 
 @dataclass(frozen=True)
 class _StudyRules:
-    """Stands for an evaluator in the store when a study's own rules (optional constraints,
-    ranges) refuse a config: the same name and fidelity, a version that names the rules. The
-    refusal is stored (the trial needs its evaluation and reason) but never served: a study
-    checks its own rules again, which costs next to nothing, and studies without them look
-    up the evaluator's own version."""
+    """A study's own rules (optional constraints, ranges). A config only they refuse is stored
+    (the trial needs its evaluation and reason) under a version of the evaluator that names
+    them, never served: a study checks its own rules again, which costs next to nothing, and
+    studies without them look up the evaluator's own version."""
 
-    name: str
-    version: str
-    fidelity: str
+    constraints: tuple[str, ...]
+    ranges: dict[str, tuple[int, int]]
+    tag: str
 
     @classmethod
-    def of(cls, evaluator: Any, spec: StudySpec) -> _StudyRules:
+    def of(cls, spec: StudySpec) -> _StudyRules:
         rules = json.dumps([sorted(spec.space.constraints),
                             sorted((k, list(v)) for k, v in spec.space.ranges.items())])
-        tag = hashlib.sha256(rules.encode()).hexdigest()[:8]
-        return cls(evaluator.name, f"{evaluator.version}+rules:{tag}", evaluator.fidelity)
+        return cls(spec.space.constraints, dict(spec.space.ranges),
+                   hashlib.sha256(rules.encode()).hexdigest()[:8])
+
+    @property
+    def any(self) -> bool:
+        """Whether the study has rules of its own."""
+        return bool(self.constraints or self.ranges)
+
+    def measured(self, evaluator: Evaluator) -> Measured:
+        """The evaluator as its refusals by these rules are stored."""
+        return Measured(evaluator.name, f"{evaluator.version}+rules:{self.tag}",
+                        evaluator.fidelity)
+
+    def refusals(self, ctx: EvalContext, batch: ConfigBatch,
+                 configs: Sequence[Mapping[str, Any]]) -> _Refusals:
+        """The batch checked once against the space's rules and the study's ranges."""
+        feasibility = ctx.space.check(batch)
+        outside = ~ctx.space.within(batch, self.ranges)
+        own_rules_from = len(ctx.space.constraints) - len(self.constraints)
+        reasons, own = [""] * len(configs), [False] * len(configs)
+        for i in np.flatnonzero(~feasibility.ok | outside):
+            if outside[i]:
+                reasons[i], own[i] = _range_reason(self.ranges, configs[i]), True
+                continue
+            own[i] = bool(feasibility.first_failed[i] >= own_rules_from)
+            # a refusal every study shares names the space's own rules only
+            reasons[i] = ctx.space.explain(batch, int(i), None if own[i] else own_rules_from)
+        return _Refusals(reasons, own)
 
 
-def _range_reason(spec: StudySpec, config: dict[str, Any]) -> str | None:
-    for name, (lo, hi) in spec.space.ranges.items():
+def _range_reason(ranges: Mapping[str, tuple[int, int]], config: Mapping[str, Any]) -> str:
+    for name, (lo, hi) in ranges.items():
         if not lo <= config[name] <= hi:
             return f"{name}={config[name]} is outside the study's range [{lo}, {hi}]"
-    return None
+    return ""
 
 
 def _require_feasible(ctx: EvalContext, spec: StudySpec) -> None:
     """Refuse a study whose overrides leave no feasible config (checked by enumeration)."""
-    counts: dict[str, int] = {}
-    for batch, _ in ctx.space.chunks(fix=spec.space.fix, free=spec.space.free):
-        feasibility = ctx.space.check(batch)
-        ok = feasibility.ok.copy()
-        for name, (lo, hi) in spec.space.ranges.items():
-            ok &= (batch[name] >= lo) & (batch[name] <= hi)
-        if ok.any():
-            return
-        for index in feasibility.first_failed[feasibility.first_failed >= 0]:
-            rule = ctx.space.constraints[int(index)].name
-            counts[rule] = counts.get(rule, 0) + 1
-    reasons = ", ".join(f"{k} ({v:,})" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
-    if not reasons:  # nothing could even be generated: show why the smallest tiles fail
-        spec_in = ctx.target.input_spec(ctx.workload.dtype.input)
-        smallest = {"m_ct": spec_in.r * spec_in.expand_r, "k_ct": spec_in.s,
-                    "n_ct": spec_in.t * spec_in.expand_t}
-        probe = {**smallest, **spec.space.fix}
-        probe.setdefault("k_mt", probe["k_ct"])
-        batch = ctx.space.encode([ctx.space.resolve(probe)])
-        reasons = ctx.space.explain(batch, 0) or "the ranges"
+    reasons = ctx.space.why_empty(spec.space.fix, spec.space.free, spec.space.ranges)
+    if reasons is None:
+        return
     raise UsageError(
         f"{spec.source}: no configuration of {ctx.workload.shape} {ctx.workload.dtype.name} on "
         f"{ctx.target.name} satisfies the study's space (fix {spec.space.fix or '{}'}, ranges "
         f"{dict(spec.space.ranges) or '{}'}, constraints {list(spec.space.constraints)}); "
-        f"configs were rejected by: {reasons or 'the ranges'}. Relax the overrides.")
+        f"configs were rejected by: {reasons}. Relax the overrides.")
 
 
-def _void_dead_local_owner(row: Any) -> None:
-    """A lease held by a process of this host that no longer exists is void (it was killed)."""
-    host, _, pid = (row.owner or "").rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        row.owner, row.lease_until = None, None
-    except PermissionError:
-        pass
-
-
-def run_study(spec: StudySpec, storage: str | None = None, ray_address: str | None = None,
-              progress: Progress | None = None, offline: str | None = None) -> RunSummary:
-    """Run or resume ``spec`` into ``storage`` (default: the spec's, else ``./dse.db``).
+def run_study(spec: StudySpec, storage: ResultStore | str | None = None,
+              ray_address: str | None = None, progress: Progress | None = None,
+              offline: str | None = None) -> RunSummary:
+    """Run or resume ``spec`` into ``storage`` (a store, URL or SQLite path; default: the spec's,
+    else ``./dse.db``).
 
     With ``offline`` (a file name), a ladder rung whose evaluator cannot run on this machine
     writes the configs it would measure there, for the offline runner, instead of refusing."""
-    store = ResultStore(storage if storage is not None else spec.storage)
+    store = open_store(storage if storage is not None else spec.storage)
     return StudyRunner(spec, store, ray_address, progress, offline).run()

@@ -1,4 +1,8 @@
-"""Optuna samplers by name, seeded, with options passed through."""
+"""Optuna samplers by name (entry-point group ``dse.samplers``), seeded, options passed through.
+
+A sampler is registered as a function ``(seed, batch_size, options) -> BaseSampler``;
+``batch_size`` is how many trials a round asks at once.
+"""
 
 from __future__ import annotations
 
@@ -8,34 +12,53 @@ from typing import Any
 import numpy as np
 import optuna
 
-from dse.errors import UsageError
+from dse.core.errors import UsageError
+from dse.core.registry import load
 from dse.study.spec import StudySpec
 
 
 def make_sampler(spec: StudySpec, batch_size: int,
                  trials_before: int = 0) -> optuna.samplers.BaseSampler:
-    """The study's sampler; several trials asked at once use TPE's constant liar.
+    """The study's sampler.
 
     A sampler's random stream restarts with its seed, so a run that resumes after
     ``trials_before`` trials seeds it from (seed, trials_before): otherwise it would ask the
     first trials' configs again (served from the store, but spending the budget)."""
-    name, options = spec.sampler.name, dict(spec.sampler.options)
     seed = spec.seed if not trials_before else int(
         np.random.SeedSequence([spec.seed, trials_before]).generate_state(1)[0])
-    factories: dict[str, Any] = {
-        "tpe": lambda: optuna.samplers.TPESampler(
-            seed=seed, **{"multivariate": True, "constant_liar": batch_size > 1, **options}),
-        "random": lambda: optuna.samplers.RandomSampler(seed=seed, **options),
-        "cmaes": lambda: optuna.samplers.CmaEsSampler(seed=seed, **options),
-        "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed, **options),
-        "gp": lambda: optuna.samplers.GPSampler(seed=seed, **options),
-    }
-    if name == "gp" and importlib.util.find_spec("torch") is None:
+    factory = load("sampler", spec.sampler.name)
+    try:
+        return factory(seed, batch_size, dict(spec.sampler.options))
+    except TypeError as exc:
+        raise UsageError(f"sampler {spec.sampler.name!r}: {exc}") from None
+
+
+def tpe(seed: int, batch_size: int, options: dict[str, Any]) -> optuna.samplers.BaseSampler:
+    """Multivariate TPE; several trials asked at once use its constant liar."""
+    return optuna.samplers.TPESampler(
+        seed=seed, **{"multivariate": True, "constant_liar": batch_size > 1, **options})
+
+
+def random(seed: int, batch_size: int, options: dict[str, Any]) -> optuna.samplers.BaseSampler:
+    """Uniform random sampling."""
+    return optuna.samplers.RandomSampler(seed=seed, **options)
+
+
+def cmaes(seed: int, batch_size: int, options: dict[str, Any]) -> optuna.samplers.BaseSampler:
+    """CMA-ES (one objective; needs the cmaes package)."""
+    if importlib.util.find_spec("cmaes") is None:
+        raise UsageError("sampler 'cmaes' needs the cmaes package (pip install cmaes)")
+    return optuna.samplers.CmaEsSampler(seed=seed, **options)
+
+
+def nsga2(seed: int, batch_size: int, options: dict[str, Any]) -> optuna.samplers.BaseSampler:
+    """NSGA-II, for several objectives."""
+    return optuna.samplers.NSGAIISampler(seed=seed, **options)
+
+
+def gp(seed: int, batch_size: int, options: dict[str, Any]) -> optuna.samplers.BaseSampler:
+    """Gaussian-process Bayesian optimisation (needs PyTorch)."""
+    if importlib.util.find_spec("torch") is None:
         raise UsageError("sampler 'gp' needs PyTorch, which is not installed "
                          "(pip install torch); use tpe, random, cmaes or nsga2")
-    if name == "cmaes" and importlib.util.find_spec("cmaes") is None:
-        raise UsageError("sampler 'cmaes' needs the cmaes package (pip install cmaes)")
-    try:
-        return factories[name]()
-    except TypeError as exc:
-        raise UsageError(f"sampler {name!r}: {exc}") from None
+    return optuna.samplers.GPSampler(seed=seed, **options)

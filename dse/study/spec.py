@@ -14,12 +14,21 @@ from typing import Any
 
 import yaml
 
-from dse.errors import UsageError, read_text
-from dse.registry import search_space_class
-from dse.target import Target, load_target
-from dse.workload import Workload, workload_class
+from dse.core.errors import UsageError, read_text
+from dse.core.params import IntParam
+from dse.core.registry import (
+    evaluator_class,
+    evaluator_names,
+    load_target,
+    registered,
+    search_space_class,
+    workload_class,
+)
+from dse.core.target import Target
+from dse.core.workload import Workload
 
-SAMPLERS = ("tpe", "random", "cmaes", "nsga2", "gp", "exhaustive")
+# not an Optuna sampler but a strategy of its own: every feasible config of the space a trial
+EXHAUSTIVE = "exhaustive"
 MAXIMIZE = ("tops", "macs_per_cycle", "kernel_efficiency", "peak_tops", "dram_gbps", "balance")
 MINIMIZE = ("latency_s", "t_comp_s", "t_mem_s", "t_core_s", "l1_bytes", "l2_bytes", "dram_bytes",
             "dram_bytes_a", "dram_bytes_b", "dram_bytes_c", "padding_ratio")
@@ -222,7 +231,8 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
     workloads = _workloads(r, data, target)
     space = _space(r, data.get("space", {}), target, workloads)
     evaluator = _plugin(r, data.get("evaluator", "analytical"), "evaluator", None)
-    sampler = _plugin(r, data.get("sampler", "tpe"), "sampler", SAMPLERS)
+    sampler = _plugin(r, data.get("sampler", "tpe"), "sampler",
+                      (*registered("sampler"), EXHAUSTIVE))
     objectives = _objectives(r, data.get("objectives", ["tops"]))
     budget_raw = r.mapping(data.get("budget", {}), "budget", ("trials", "time_s"))
     budget = Budget(
@@ -230,7 +240,7 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
         else None,
         time_s=r.number(budget_raw["time_s"], "budget.time_s") if "time_s" in budget_raw
         else None)
-    if (sampler.name != "exhaustive" and "ladder" not in data and budget.trials is None
+    if (sampler.name != EXHAUSTIVE and "ladder" not in data and budget.trials is None
             and budget.time_s is None):
         raise StudyFileError(f"{source}: key 'budget': give trials and/or time_s (only the "
                              "exhaustive sampler needs no budget)")
@@ -243,7 +253,7 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
         raise StudyFileError(f"{source}: a study with a 'ladder' takes its evaluators from the "
                              "rungs and scores the whole space: drop 'evaluator' and 'sampler'")
     if ladder:
-        evaluator, sampler = ladder[-1].evaluator, PluginSpec("exhaustive")
+        evaluator, sampler = ladder[-1].evaluator, PluginSpec(EXHAUSTIVE)
     else:
         _check_evaluator_space(r, evaluator, target, "evaluator")
     storage = data.get("storage")
@@ -260,8 +270,6 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
 
 
 def _check_evaluator_space(r: _Reader, plugin: PluginSpec, target: Any, key: str) -> None:
-    from dse.registry import evaluator_class
-
     spaces = evaluator_class(plugin.name).spaces
     if target.space not in spaces:
         raise StudyFileError(f"{r.source}: key '{key}': evaluator {plugin.name!r} cannot score "
@@ -357,9 +365,6 @@ def _workloads(r: _Reader, data: dict[str, Any], target: Target) -> tuple[Worklo
 
 def _space(r: _Reader, raw: Any, target: Target, workloads: tuple[Workload, ...],
            ) -> SpaceOverrides:
-    from dse.registry import search_space_class
-    from search_spaces.base import IntParam
-
     data = r.mapping(raw or {}, "space", ("fix", "free", "range", "constraints"))
     space = search_space_class(target.space)(target, workloads[0])
     params = space.params()
@@ -406,8 +411,6 @@ def _plugin(r: _Reader, raw: Any, key: str, choices: tuple[str, ...] | None) -> 
     if choices is not None:
         name = r.choice(name, f"{key}.name", choices)
     else:
-        from dse.registry import evaluator_names
-
         name = r.choice(name, f"{key}.name", tuple(evaluator_names()))
     options = data.get("options", {}) or {}
     if not isinstance(options, Mapping):

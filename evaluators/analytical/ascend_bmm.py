@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from dse.workload import BatchedGemmWorkload
+from dse.core.params import ConfigBatch
+from dse.core.workload import BatchedGemmWorkload
 from search_spaces.ascend_bmm.geometry import BRANCH, geometry
 from search_spaces.ascend_bmm.target import FP32_BYTES, AscendTarget
-from search_spaces.base import ConfigBatch
 
 
 def _share(x: np.ndarray, threshold: float) -> np.ndarray:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,14 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from dse.target import Target, load_target
-from dse.workload import GemmWorkload
+from dse.core.evaluator import EvalContext
+from dse.core.registry import load_target
+from dse.core.target import rewrite_toml
+from dse.core.workload import GemmWorkload
 from evaluators.analytical import paper_data
 from evaluators.analytical.paper_data import EndToEndPoint, KernelPoint
 from evaluators.analytical.xdna_gemm import score
 from evaluators.analytical.xdna_kernel import macs_per_cycle
-from evaluators.base import EvalContext
-from search_spaces.xdna_gemm import XdnaGemmSpace
+from search_spaces.xdna_gemm.space import XdnaGemmSpace
+from search_spaces.xdna_gemm.target import XdnaTarget
 
 # The published points fix the DRAM curve's slope for short runs (k_mt = 56) and its plateau
 # (Table 2, the int8-int16 Table 1 kernel) equally well for any knee sharpness (residuals within
@@ -44,27 +45,27 @@ ROW_MAJOR_SWEEP_KERNELS = {
 class Calibration:
     """Fitted constants of one target and the relative residuals of what they were fitted on."""
 
-    target: Target
+    target: XdnaTarget
     kernel_residuals: dict[str, float]
     end_to_end_residuals: dict[str, float]
     simulator_residuals: dict[str, float]
 
 
-def with_values(target: Target, **sections: dict[str, float]) -> Target:
+def with_values(target: XdnaTarget, **sections: dict[str, float]) -> XdnaTarget:
     """Copy of ``target`` with some keys of some sections replaced, e.g. dram={...}."""
     changes = {name: dataclasses.replace(getattr(target, name), **values)
                for name, values in sections.items()}
     return dataclasses.replace(target, **changes)
 
 
-def with_input(target: Target, input_type: str, **values: float) -> Target:
+def with_input(target: XdnaTarget, input_type: str, **values: float) -> XdnaTarget:
     """Copy of ``target`` with some fields of one input type's spec replaced."""
     inputs = dict(target.inputs)
     inputs[input_type] = dataclasses.replace(inputs[input_type], **values)
     return dataclasses.replace(target, inputs=inputs)
 
 
-def kernel_residuals(target: Target, points: Sequence[KernelPoint]) -> dict[str, float]:
+def kernel_residuals(target: XdnaTarget, points: Sequence[KernelPoint]) -> dict[str, float]:
     """Relative error of predicted MACs/cycle for each published kernel."""
     out = {}
     for p in points:
@@ -77,7 +78,7 @@ def kernel_residuals(target: Target, points: Sequence[KernelPoint]) -> dict[str,
     return out
 
 
-def predict_point(target: Target, point: EndToEndPoint, b_layout: str = "col") -> dict:
+def predict_point(target: XdnaTarget, point: EndToEndPoint, b_layout: str = "col") -> dict:
     """Analytical metrics of one published configuration (must be feasible)."""
     workload = GemmWorkload.parse(point.shape, point.dtype, b_layout)
     space = XdnaGemmSpace(target, workload)
@@ -88,7 +89,7 @@ def predict_point(target: Target, point: EndToEndPoint, b_layout: str = "col") -
     return {name: values[0] for name, values in score(batch, target, workload).items()}
 
 
-def end_to_end_residuals(target: Target, points: Sequence[EndToEndPoint]) -> dict[str, float]:
+def end_to_end_residuals(target: XdnaTarget, points: Sequence[EndToEndPoint]) -> dict[str, float]:
     """Relative error of the model's TOPS for each published end-to-end point."""
     return {p.label: predict_point(target, p)["tops"] / p.tops - 1 for p in points}
 
@@ -100,11 +101,11 @@ def _least_squares(fun: Callable[[np.ndarray], np.ndarray], x0: Sequence[float],
     return least_squares(fun, x0, bounds=(lower, upper), x_scale="jac").x
 
 
-def fit_xdna_kernel(target: Target) -> Target:
+def fit_xdna_kernel(target: XdnaTarget) -> XdnaTarget:
     """MAC efficiency of int8 and bf16, output cost per byte/element and per call (12 points)."""
     points = [p for p in paper_data.table1() + paper_data.table2_kernels() if p.device == "xdna"]
 
-    def build(x: np.ndarray) -> Target:
+    def build(x: np.ndarray) -> XdnaTarget:
         t = with_input(target, "int8", mac_efficiency=1 / x[0])
         t = with_input(t, "int16", mac_efficiency=1 / x[0])
         t = with_input(t, "bf16", mac_efficiency=1 / x[1])
@@ -116,7 +117,7 @@ def fit_xdna_kernel(target: Target) -> Target:
     return build(x)
 
 
-def fit_xdna2_kernel(target: Target, xdna: Target) -> Target:
+def fit_xdna2_kernel(target: XdnaTarget, xdna: XdnaTarget) -> XdnaTarget:
     """XDNA2: int8 MAC efficiency and output cost per byte from its three int8 kernels.
 
     The per-element and per-call costs are taken from XDNA; bf16 runs on the same bfp16/int8
@@ -128,7 +129,7 @@ def fit_xdna2_kernel(target: Target, xdna: Target) -> Target:
         "out_cycles_per_element": xdna.kernel.out_cycles_per_element,
         "call_cycles": xdna.kernel.call_cycles})
 
-    def build(x: np.ndarray) -> Target:
+    def build(x: np.ndarray) -> XdnaTarget:
         t = base
         for name in ("int8", "int16", "bf16"):
             t = with_input(t, name, mac_efficiency=1 / x[0])
@@ -139,11 +140,11 @@ def fit_xdna2_kernel(target: Target, xdna: Target) -> Target:
     return build(x)
 
 
-def fit_xdna_dram(target: Target) -> Target:
+def fit_xdna_dram(target: XdnaTarget) -> XdnaTarget:
     """DRAM peak, run-length half point and dispatch: Table 2 plus two memory-bound facts."""
     points = paper_data.table2() + [paper_data.SHORT_RUN_BF16, paper_data.TABLE1_KERNEL_INT16]
 
-    def build(x: np.ndarray) -> Target:
+    def build(x: np.ndarray) -> XdnaTarget:
         return with_values(target, dram={"peak_bytes_per_s": x[0] * 1e9, "run_knee_bytes": x[1],
                                          "run_knee_sharpness": KNEE_SHARPNESS},
                            overheads={"dispatch_s": x[2] * 1e-3})
@@ -159,7 +160,7 @@ def _bisect(fun: Callable[[float], float], lo: float, hi: float) -> float:
     return float(brentq(fun, lo, hi, xtol=1e-9))
 
 
-def fit_bd_reconfig(target: Target) -> Target:
+def fit_bd_reconfig(target: XdnaTarget) -> XdnaTarget:
     """Command-processor latency that makes sequential BDs lose 27 % (int8-int16, Table 2)."""
     point = next(p for p in paper_data.table2() if p.dtype == "int8-int16" and p.rank == 1)
     sequential = dataclasses.replace(point, params={**point.params, "bd_scheme": "sequential"})
@@ -172,7 +173,7 @@ def fit_bd_reconfig(target: Target) -> Target:
     return with_values(target, overheads={"bd_reconfig_s": _bisect(loss, 0.0, 10000.0) * 1e-6})
 
 
-def row_major_gap(target: Target, dtype: str, samples: int = 40, seed: int = 0) -> float:
+def row_major_gap(target: XdnaTarget, dtype: str, samples: int = 40, seed: int = 0) -> float:
     """Mean col-major over row-major throughput ratio - 1 over a sweep of native-size multiples
     up to 8K (the paper's roofline sweep, with the balanced kernel)."""
     params = ROW_MAJOR_SWEEP_KERNELS[dtype]
@@ -188,10 +189,10 @@ def row_major_gap(target: Target, dtype: str, samples: int = 40, seed: int = 0) 
     return float(np.mean(gaps))
 
 
-def fit_adjacent_merge(target: Target) -> Target:
+def fit_adjacent_merge(target: XdnaTarget) -> XdnaTarget:
     """How much concurrent adjacent streams lengthen DRAM runs: the B row-major gaps."""
 
-    def build(x: np.ndarray) -> Target:
+    def build(x: np.ndarray) -> XdnaTarget:
         return with_values(target, dram={"adjacent_merge": float(x[0])})
 
     def residuals(x: np.ndarray) -> np.ndarray:
@@ -201,7 +202,7 @@ def fit_adjacent_merge(target: Target) -> Target:
     return build(_least_squares(residuals, [0.5], [0.0], [1.0]))
 
 
-def derive_xdna2_dram(xdna: Target, xdna2: Target) -> Target:
+def derive_xdna2_dram(xdna: XdnaTarget, xdna2: XdnaTarget) -> XdnaTarget:
     """XDNA2's DRAM curve: XDNA's, scaled by the ratio of the two micro-benchmark figures.
 
     Both devices have the same DDR5-5600 dual-channel memory; what differs is the NPU's path to
@@ -219,7 +220,7 @@ def derive_xdna2_dram(xdna: Target, xdna2: Target) -> Target:
                                   "bd_reconfig_s": xdna.overheads.bd_reconfig_s})
 
 
-def simulate_point(target: Target, point: EndToEndPoint, **params: Any) -> dict:
+def simulate_point(target: XdnaTarget, point: EndToEndPoint, **params: Any) -> dict:
     """Simulator metrics of one published configuration (must be feasible)."""
     from evaluators.simulator import SimulatorEvaluator
 
@@ -231,18 +232,18 @@ def simulate_point(target: Target, point: EndToEndPoint, **params: Any) -> dict:
     return SimulatorEvaluator().simulate(batch, EvalContext(target, workload, space))
 
 
-def simulator_residuals(target: Target, points: Sequence[EndToEndPoint]) -> dict[str, float]:
+def simulator_residuals(target: XdnaTarget, points: Sequence[EndToEndPoint]) -> dict[str, float]:
     """Relative error of the simulator's TOPS for each published end-to-end point."""
     return {p.label: simulate_point(target, p)["tops"] / p.tops - 1 for p in points}
 
 
-def fit_simulator(target: Target) -> Target:
+def fit_simulator(target: XdnaTarget) -> XdnaTarget:
     """The simulator's DRAM curve, DMA set-up time and the DRAM share of C writes against reads
     on the same XDNA points as the model's, then its command latency on the sequential-BD
     loss."""
     points = paper_data.table2() + [paper_data.SHORT_RUN_BF16, paper_data.TABLE1_KERNEL_INT16]
 
-    def build(x: np.ndarray) -> Target:
+    def build(x: np.ndarray) -> XdnaTarget:
         return with_values(target, simulator={"dram_peak_bytes_per_s": x[0] * 1e9,
                                               "dram_run_knee_bytes": x[1],
                                               "dma_setup_cycles": x[2], "write_priority": x[3]})
@@ -261,7 +262,7 @@ def fit_simulator(target: Target) -> Target:
     return with_values(fitted, simulator={"command_latency_s": _bisect(loss, 0.0, 1000.0) * 1e-6})
 
 
-def derive_xdna2_simulator(xdna: Target, xdna2: Target) -> Target:
+def derive_xdna2_simulator(xdna: XdnaTarget, xdna2: XdnaTarget) -> XdnaTarget:
     """XDNA2's simulator constants: XDNA's, with the DRAM peak scaled by the micro-benchmarks."""
     scale = xdna2.dram.microbenchmark_bytes_per_s / xdna.dram.microbenchmark_bytes_per_s
     s1 = xdna.simulator
@@ -332,7 +333,7 @@ CALIBRATED_KEYS = {
 }
 
 
-def calibrated_values(target: Target) -> dict[str, float]:
+def calibrated_values(target: XdnaTarget) -> dict[str, float]:
     """The calibrated constants of ``target`` as dotted key -> value."""
     out = {}
     for section, keys in CALIBRATED_KEYS.items():
@@ -342,26 +343,7 @@ def calibrated_values(target: Target) -> dict[str, float]:
     return out
 
 
-def rewrite_toml(text: str, values: dict[str, float]) -> str:
-    """``text`` with the numbers of the given dotted keys replaced, layout and comments kept."""
-    section = ""
-    lines = []
-    for line in text.splitlines(keepends=True):
-        header = re.match(r"^\[([^\]]+)\]", line)
-        if header:
-            section = header.group(1)
-        assign = re.match(r"^(\w+)(\s*=\s*)([^#\s]+)(.*)$", line, re.DOTALL)
-        if assign and f"{section}.{assign.group(1)}" in values:
-            value = values[f"{section}.{assign.group(1)}"]
-            number = f"{0.0 if abs(value) < 1e-9 else value:.6g}"
-            if "." not in number and "e" not in number:
-                number += ".0"
-            line = f"{assign.group(1)}{assign.group(2)}{number}{assign.group(4)}"
-        lines.append(line)
-    return "".join(lines)
-
-
-def write_values(path: Path, target: Target) -> None:
+def write_values(path: Path, target: XdnaTarget) -> None:
     """Rewrite the calibrated numbers in a target file, keeping its layout and comments."""
     path.write_text(rewrite_toml(path.read_text(), calibrated_values(target)))
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.workload import GemmWorkload
-from search_spaces.base import ConfigBatch
+from dse.core.params import ConfigBatch
+from dse.core.workload import GemmWorkload
 
 
 def block_bytes(batch: ConfigBatch, elem: int) -> np.ndarray:

@@ -2,8 +2,9 @@
 
 Source: E. Taka et al., "Striking the Balance: GEMM Performance Optimization Across Generations
 of Ryzen AI NPUs", arXiv:2512.13282. Table 1 (single-core kernels, both devices) and Table 2
-(XDNA end-to-end) ship as CSV files in ``dse/data``; the measured effects quoted in the text are
-listed here. Only these numbers are used: nothing is fitted to XDNA2 end-to-end results.
+(XDNA end-to-end) ship as CSV files in ``data/`` beside this module; the measured effects quoted
+in the text are listed here. Only these numbers are used: nothing is fitted to XDNA2 end-to-end
+results.
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import dse
-
-DATA_DIR = Path(dse.__file__).parent / "data"
+DATA_DIR = Path(__file__).parent / "data"
 
 
 def _read_csv(name: str) -> list[dict[str, str]]:

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.workload import GemmWorkload
-from search_spaces.base import ConfigBatch
-from search_spaces.triton_gemm import smem_bytes, thread_registers, tma_loads
+from dse.core.params import ConfigBatch
+from dse.core.workload import GemmWorkload
+from search_spaces.triton_gemm.rules import smem_bytes, thread_registers, tma_loads
 from search_spaces.triton_gemm.target import GpuTarget
 
 FULL_RATE_WARPS = 4     # one warp group issues Hopper's wgmma at full rate

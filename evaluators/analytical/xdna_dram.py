@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.target import DramSpec
 from search_spaces.xdna_gemm.geometry import Geometry
+from search_spaces.xdna_gemm.target import DramSpec
 
 
 def run_bandwidth(run_bytes: np.ndarray, dram: DramSpec, write: bool = False) -> np.ndarray:

@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.target import Target
-from dse.workload import GemmWorkload
+from dse.core.params import ConfigBatch
+from dse.core.workload import GemmWorkload
 from evaluators.analytical.xdna_dram import dram_traffic
 from evaluators.analytical.xdna_kernel import kernel_cycles, zero_cycles
-from search_spaces.base import ConfigBatch
 from search_spaces.xdna_gemm.geometry import derive, l2_usage
+from search_spaces.xdna_gemm.target import XdnaTarget
 
 Metrics = dict[str, np.ndarray]
 
 
-def score(batch: ConfigBatch, target: Target, workload: GemmWorkload) -> Metrics:
+def score(batch: ConfigBatch, target: XdnaTarget, workload: GemmWorkload) -> Metrics:
     """Predict the standard metrics for every config in ``batch`` (assumed feasible)."""
     geo = derive(batch, target, workload)
     clock = target.array.clock_hz

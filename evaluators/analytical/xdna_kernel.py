@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.target import InputSpec, KernelCost
+from search_spaces.xdna_gemm.target import InputSpec, KernelCost
 
 
 @dataclass(frozen=True)

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import platform
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from dse.results import EvalResult, Status
-from evaluators.base import EvalContext
+from dse.core import Capabilities, ConfigBatch, EvalContext, EvalResult, Evaluator, Status
+from evaluators.hardware import cpu_kernel
 from evaluators.hardware.harness import MeasureSettings, Worker, measure
-from search_spaces.base import ConfigBatch
 
 
 def cpu_provenance() -> dict[str, str]:
@@ -34,7 +35,7 @@ def cpu_provenance() -> dict[str, str]:
             "python": platform.python_version(), "host": platform.node()}
 
 
-class CpuEvaluator:
+class CpuEvaluator(Evaluator):
     """Measures the blocked GEMM of each config on one core (one BLAS thread)."""
 
     name: ClassVar[str] = "cpu"
@@ -42,7 +43,8 @@ class CpuEvaluator:
     result_options: ClassVar[tuple[str, ...]] = ("timeout_s",)  # a timeout is a result
     fidelity: ClassVar[str] = "hardware"
     spaces: ClassVar[tuple[str, ...]] = ("cpu_gemm",)  # search spaces it can score
-    device = "cpu0"
+    capabilities: ClassVar[Capabilities] = Capabilities(offline=True)
+    device: ClassVar[str | None] = "cpu0"
 
     def __init__(self, warmup: int = 1, min_repeats: int = 3, max_repeats: int = 7,
                  target_spread: float = 0.05, timeout_s: float = 60.0, seed: int = 0) -> None:
@@ -60,16 +62,11 @@ class CpuEvaluator:
     def __getstate__(self) -> dict[str, Any]:  # shipped to Ray workers without the process
         return {**self.__dict__, "_worker": None}
 
-    def evaluate(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
-        feasibility = ctx.space.check(batch)
+    def evaluate_feasible(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
         provenance = cpu_provenance()
         w = ctx.workload
         results = []
-        for i, params in enumerate(ctx.space.decode(batch)):
-            if not feasibility.ok[i]:
-                results.append(EvalResult(Status.INFEASIBLE, params,
-                                          reason=ctx.space.explain(batch, i)))
-                continue
+        for params in ctx.space.decode(batch):
             job = {"M": w.M, "K": w.K, "N": w.N, "mc": params["mc"], "kc": params["kc"],
                    "nc": params["nc"], "pack_a": params["pack_a"] == "yes",
                    "pack_b": params["pack_b"] == "yes", "seed": self.seed}
@@ -86,11 +83,14 @@ class CpuEvaluator:
         return results
 
     def offline_job(self, params: dict[str, Any], ctx: EvalContext) -> dict[str, Any]:
-        """The runner's job: the blocked GEMM timed on that machine's CPU."""
+        """The runner's job: this backend's module (it needs only NumPy) timing the blocked GEMM
+        on that machine's CPU."""
         w = ctx.workload
-        return {"kind": "cpu", "M": w.M, "K": w.K, "N": w.N, "mc": params["mc"],
-                "kc": params["kc"], "nc": params["nc"], "pack_a": params["pack_a"] == "yes",
-                "pack_b": params["pack_b"] == "yes", "seed": self.seed}
+        job = {"M": w.M, "K": w.K, "N": w.N, "mc": params["mc"], "kc": params["kc"],
+               "nc": params["nc"], "pack_a": params["pack_a"] == "yes",
+               "pack_b": params["pack_b"] == "yes", "seed": self.seed}
+        return {"kind": "python", "source": Path(inspect.getfile(cpu_kernel)).read_text(),
+                "entry": "offline_run", "batch": "jobs", "args": {"jobs": [job]}}
 
     def close(self) -> None:
         if self._worker is not None:

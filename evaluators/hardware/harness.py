@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dse.results import Status
+from dse.core.results import Status
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from dse.errors import UsageError
-from dse.results import EvalResult, Status
-from dse.workload import GemmWorkload
-from evaluators.base import EvalContext
+from dse.core import (
+    Capabilities,
+    ConfigBatch,
+    EvalContext,
+    EvalResult,
+    Evaluator,
+    GemmWorkload,
+    Status,
+    UsageError,
+)
 from evaluators.hardware.harness import device_lock
-from search_spaces.base import ConfigBatch
 
 DTYPES = {"int8": "i8", "int16": "i16", "int32": "i32", "bf16": "bf16"}
 DEVICES = {"xdna": "npu", "xdna2": "npu2"}
@@ -145,7 +150,7 @@ def parse_output(text: str, returncode: int | None, flow: str) -> tuple[Status, 
     return Status.OK, seconds, None
 
 
-class IronEvaluator:
+class IronEvaluator(Evaluator):
     """Builds and runs the stock whole-array GEMM for each config on the local NPU."""
 
     name: ClassVar[str] = "iron"
@@ -153,7 +158,8 @@ class IronEvaluator:
     result_options: ClassVar[tuple[str, ...]] = ("flow", "timeout_s")
     fidelity: ClassVar[str] = "hardware"
     spaces: ClassVar[tuple[str, ...]] = ("xdna_gemm",)  # search spaces it can score
-    device = "npu0"
+    capabilities: ClassVar[Capabilities] = Capabilities(offline=True, raw_output=True)
+    device: ClassVar[str | None] = "npu0"
 
     def __init__(self, mlir_aie_dir: str = "", flow: str = "make", iters: int = 20,
                  warmup: int = 5, timeout_s: float = 600.0) -> None:
@@ -200,14 +206,9 @@ class IronEvaluator:
         return commands(params, ctx.workload, device, self.flow, self.example_dir, self.iters,
                         self.warmup)
 
-    def evaluate(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
-        feasibility = ctx.space.check(batch)
+    def evaluate_feasible(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
         results = []
-        for i, params in enumerate(ctx.space.decode(batch)):
-            if not feasibility.ok[i]:
-                results.append(EvalResult(Status.INFEASIBLE, params,
-                                          reason=ctx.space.explain(batch, i)))
-                continue
+        for params in ctx.space.decode(batch):
             plan = self.plan(params, ctx)
             if isinstance(plan, str):
                 results.append(EvalResult(Status.INFEASIBLE, params, reason=plan))

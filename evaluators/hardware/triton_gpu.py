@@ -19,13 +19,18 @@ import inspect
 from pathlib import Path
 from typing import Any, ClassVar
 
-from dse.errors import UsageError
-from dse.results import EvalResult, Status
-from evaluators.base import EvalContext
+from dse.core import (
+    Capabilities,
+    ConfigBatch,
+    EvalContext,
+    EvalResult,
+    EvaluationFailed,
+    Evaluator,
+    Status,
+)
 from evaluators.hardware import triton_kernel
 from evaluators.hardware.harness import MeasureSettings, Worker, measure
-from search_spaces.base import ConfigBatch
-from search_spaces.triton_gemm import tma_loads
+from search_spaces.triton_gemm.rules import tma_loads
 
 KERNEL = "evaluators.hardware.triton_kernel"
 
@@ -42,7 +47,7 @@ def job_of(params: dict[str, Any], ctx: EvalContext, seed: int = 0,
             **{k: int(v) for k, v in params.items()}}
 
 
-class TritonEvaluator:
+class TritonEvaluator(Evaluator):
     """Measures each config's Triton GEMM (see the module docstring)."""
 
     name: ClassVar[str] = "triton"
@@ -51,7 +56,8 @@ class TritonEvaluator:
     result_options: ClassVar[tuple[str, ...]] = ("interpret", "timeout_s", "loads")
     fidelity: ClassVar[str] = "hardware"
     spaces: ClassVar[tuple[str, ...]] = ("triton_gemm",)
-    device = "gpu0"
+    capabilities: ClassVar[Capabilities] = Capabilities(offline=True)
+    device: ClassVar[str | None] = "gpu0"
 
     def __init__(self, interpret: bool = False, min_repeats: int = 2, max_repeats: int = 4,
                  target_spread: float = 0.05, timeout_s: float = 300.0, seed: int = 0,
@@ -92,12 +98,13 @@ class TritonEvaluator:
 
     def _call(self, function: str, timeout_s: float, **kwargs: Any) -> Any:
         state, value = self._get_worker().run(f"{KERNEL}:{function}", kwargs, timeout_s)
-        if state == "timeout":
-            raise UsageError(f"the Triton worker did not answer {function} within "
-                             f"{timeout_s:g} s")
+        if state == "timeout":  # a kernel that hangs the GPU: the configs' failure
+            raise EvaluationFailed(f"the Triton worker did not answer {function} within "
+                                   f"{timeout_s:g} s")
         if state == "error":
             self._get_worker().kill()  # its CUDA context may be unusable now
-            raise UsageError(f"the Triton worker failed: {value.strip().splitlines()[-1]}")
+            raise EvaluationFailed(f"the Triton worker failed: "
+                                   f"{value.strip().splitlines()[-1]}")
         return value
 
     def _torch_tflops(self, ctx: EvalContext) -> float:
@@ -110,21 +117,14 @@ class TritonEvaluator:
             self._baselines[key] = 2.0 * w.macs / m.median / 1e12 if m.times else 0.0
         return self._baselines[key]
 
-    def evaluate(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
-        feasibility = ctx.space.check(batch)
+    def evaluate_feasible(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
         configs = ctx.space.decode(batch)
-        runnable = [i for i in range(len(configs)) if feasibility.ok[i]]
-        jobs = [job_of(configs[i], ctx, self.seed, self.loads) for i in runnable]
-        checked = dict(zip(runnable, self._call("check_many", self.settings.timeout_s * 4,
-                                                jobs=jobs), strict=True)) if jobs else {}
+        jobs = [job_of(params, ctx, self.seed, self.loads) for params in configs]
+        checked = self._call("check_many", self.settings.timeout_s * 4, jobs=jobs) if jobs \
+            else []
         provenance = self._call("device", 60.0) if jobs else {}
         results = []
-        for i, params in enumerate(configs):
-            if not feasibility.ok[i]:
-                results.append(EvalResult(Status.INFEASIBLE, params,
-                                          reason=ctx.space.explain(batch, i)))
-                continue
-            outcome = checked[i]
+        for params, outcome in zip(configs, checked, strict=True):
             if outcome["status"] != "ok":
                 results.append(EvalResult(Status(outcome["status"]), params,
                                           reason=outcome["reason"]))

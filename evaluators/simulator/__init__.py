@@ -15,13 +15,19 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dse.registry import analytical_model
-from dse.results import EvalResult, Status
-from evaluators.analytical import metrics_row
-from evaluators.base import EvalContext
+from dse.core import (
+    Capabilities,
+    ConfigBatch,
+    EvalContext,
+    EvalResult,
+    Evaluator,
+    Status,
+    batch_take,
+    metrics_row,
+)
+from evaluators.analytical.xdna_gemm import score as model_score
 from evaluators.simulator.gemm_sim import Plan, Trace, make_plan
 from evaluators.simulator.run import Outcome, simulate
-from search_spaces.base import ConfigBatch, batch_take
 
 
 def sim_metrics(plan: Plan, outcome: Outcome, static: dict[str, Any]) -> dict[str, Any]:
@@ -79,27 +85,22 @@ def write_chrome_trace(trace: Trace, path: str | Path, note: str = "") -> None:
                                       "otherData": {"note": note}}))
 
 
-class SimulatorEvaluator:
+class SimulatorEvaluator(Evaluator):
     """Event simulation of the whole-array GEMM (one representative of each identical actor)."""
 
     name: ClassVar[str] = "simulator"
     version: ClassVar[str] = "1"
     fidelity: ClassVar[str] = "simulator"
     spaces: ClassVar[tuple[str, ...]] = ("xdna_gemm",)  # search spaces it can score
+    capabilities: ClassVar[Capabilities] = Capabilities(timeline=True)
 
     def __init__(self, full: bool = False) -> None:
         self.full = full  # simulate every core and stream (slow; for checking the symmetry)
 
-    def evaluate(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
-        feasibility = ctx.space.check(batch)
-        params = ctx.space.decode(batch)
+    def evaluate_feasible(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
         results = []
-        for i, p in enumerate(params):
+        for i, p in enumerate(ctx.space.decode(batch)):
             start = time.perf_counter()
-            if not feasibility.ok[i]:
-                results.append(EvalResult(Status.INFEASIBLE, p, reason=ctx.space.explain(batch, i),
-                                          elapsed_s=time.perf_counter() - start))
-                continue
             metrics = self.simulate(batch_take(batch, np.array([i])), ctx)
             results.append(EvalResult(Status.OK, p, metrics,
                                       elapsed_s=time.perf_counter() - start))
@@ -111,7 +112,7 @@ class SimulatorEvaluator:
         plan = make_plan(one, ctx.target, ctx.workload)
         trace = Trace() if trace_path else None
         outcome = simulate(plan, full=self.full, trace=trace)
-        static = metrics_row(analytical_model(ctx.space.name)(one, ctx.target, ctx.workload), 0)
+        static = metrics_row(model_score(one, ctx.target, ctx.workload), 0)
         if trace is not None and trace_path:
             note = (f"{outcome.rounds_simulated} of {plan.rounds} rounds simulated; the rest "
                     "repeat the steady period" if outcome.rounds_simulated < plan.rounds

@@ -31,13 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from dse.target import Target
-from dse.workload import GemmWorkload
+from dse.core.params import ConfigBatch
+from dse.core.workload import GemmWorkload
 from evaluators.analytical.xdna_dram import merged_run, run_bandwidth
 from evaluators.analytical.xdna_kernel import kernel_cycles, zero_cycles
 from evaluators.simulator.engine import Fifo, SharedServer, Sim
-from search_spaces.base import ConfigBatch
 from search_spaces.xdna_gemm.geometry import derive
+from search_spaces.xdna_gemm.target import XdnaTarget
 
 OVERLAPPED_QUEUE = 5  # BDs kept queued per operand in the overlapped scheme
 EXACT_ROUNDS = 16  # up to this many rounds are simulated in full
@@ -81,7 +81,7 @@ class Plan:
     write_priority: float
 
 
-def make_plan(batch: ConfigBatch, target: Target, workload: GemmWorkload) -> Plan:
+def make_plan(batch: ConfigBatch, target: XdnaTarget, workload: GemmWorkload) -> Plan:
     """The :class:`Plan` of the first config of ``batch``: its sizes, DRAM efficiencies and transfer
     times, with the simulator's DRAM constants."""
     geo = derive(batch, target, workload)

@@ -1,8 +1,8 @@
 """``dse ascend ...``: the BMM tiling design's rule-based classifier as a tool.
 
 ``dse ascend classify --shape BxMxKxN --dtype bf16 [--json]`` names the branch the rules pick and
-the numbers behind it; ``dse ascend sweep`` classifies the design's coverage grid (every batch
-1..2048 by 60 log-spaced values of M, N and K) and reports each branch's share.
+the numbers behind it; ``dse ascend sweep`` classifies the design's coverage grid
+(:mod:`search_spaces.ascend_bmm.sweep`) and reports each branch's share.
 """
 
 from __future__ import annotations
@@ -10,54 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any
 
-import numpy as np
-
-from dse.cli_args import positive_int
-from dse.errors import UsageError
-from dse.formatting import key_values, table
-from dse.target import load_target
-from dse.workload import BatchedGemmWorkload
-from search_spaces.ascend_bmm.rules import BRANCHES, ITER_FORMS, classify
-from search_spaces.ascend_bmm.tiling import rule_config, rule_decision
-from search_spaces.base import require_dtype
+from dse.core.commands import positive_int
+from dse.core.errors import UsageError
 
 TARGET = "ascend-950pr"
-MAX_POINTS = 200  # 200^3 M, K, N values a batch: about 200 MB of arrays
-MAX_BATCH = 1 << 20
-
-
-def log_grid(points: int = 60, top: int = 10240) -> np.ndarray:
-    """The design's sampling of M, N and K: ``points`` log-spaced values in [1, top], rounded,
-    duplicates dropped (60 give 54 values; with every batch 1..2048, 322 million shapes)."""
-    return np.unique(np.round(np.geomspace(1, top, points)).astype(np.int64))
-
-
-def sweep(target: Any, batches: np.ndarray, values: np.ndarray, in_bytes: int = 2,
-          out_bytes: int = 2, progress: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
-    """Shape counts per branch and per IterBatch form over ``batches`` x ``values``^3, and the
-    seconds it took; one batch value at a time (54^3 shapes) keeps memory small."""
-    m, k, n = (g.ravel() for g in np.meshgrid(values, values, values, indexing="ij"))
-    branch_counts = np.zeros(len(BRANCHES), dtype=np.int64)
-    form_counts = np.zeros(len(ITER_FORMS), dtype=np.int64)
-    start = time.perf_counter()
-    for i, b in enumerate(batches):
-        out = classify(target, b, b, m, k, n, in_bytes, out_bytes)
-        branch_counts += np.bincount(out["branch"], minlength=len(BRANCHES))
-        forms = out["iter_batch_form"][out["iter_batch_form"] >= 0]
-        form_counts += np.bincount(forms, minlength=len(ITER_FORMS))
-        if progress and (i + 1) % 64 == 0:
-            done = (i + 1) * len(m)
-            print(f"\r{done:,} shapes classified ({done / (time.perf_counter() - start):,.0f}"
-                  "/s)", end="", file=sys.stderr, flush=True)
-    if progress:
-        print(file=sys.stderr)
-    return branch_counts, form_counts, time.perf_counter() - start
 
 
 def _ascend_target(name: str) -> Any:
+    from dse.core import load_target
+
     target = load_target(name)
     if target.space != "ascend_bmm":
         raise UsageError(f"--target: {name} is not an Ascend target (its space is "
@@ -68,6 +31,9 @@ def _ascend_target(name: str) -> Any:
 def cmd_classify(args: argparse.Namespace) -> int:
     """``dse ascend classify``: the branch the rules pick for a shape and the numbers behind it
     (with ``--config``, the configuration they choose), or JSON."""
+    from dse.core import BatchedGemmWorkload, key_values, require_dtype
+    from search_spaces.ascend_bmm.tiling import rule_config, rule_decision
+
     target = _ascend_target(args.target)
     workload = BatchedGemmWorkload.parse(args.shape, args.dtype, args.b_layout)
     require_dtype(target, workload)
@@ -91,6 +57,12 @@ def cmd_classify(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``dse ascend sweep``: classify the coverage grid; prints each branch's share, the IterBatch
     forms and the rate (or JSON)."""
+    import numpy as np
+
+    from dse.core import table
+    from search_spaces.ascend_bmm.rules import BRANCHES, ITER_FORMS
+    from search_spaces.ascend_bmm.sweep import MAX_BATCH, MAX_POINTS, log_grid, sweep
+
     target = _ascend_target(args.target)
     if args.points > MAX_POINTS or args.max_batch > MAX_BATCH:
         raise UsageError(f"--points must be at most {MAX_POINTS} (a grid of points^3 shapes is "

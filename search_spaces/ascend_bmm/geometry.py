@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.workload import BatchedGemmWorkload
+from dse.core.params import ConfigBatch
+from dse.core.workload import BatchedGemmWorkload
 from search_spaces.ascend_bmm.rules import BRANCHES
-from search_spaces.base import ConfigBatch
 
 BRANCH = {name: i for i, name in enumerate(BRANCHES)}
 

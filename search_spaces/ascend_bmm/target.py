@@ -3,13 +3,12 @@ and the quantities the branch rules derive from them."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dse.target import FamilyTarget, family_sections
+from dse.core.target import TargetConstants, family_sections
 
 FP32_BYTES = 4  # L0C accumulates in FP32; StreamK partial sums are FP32
 
@@ -78,7 +77,7 @@ class Overheads:
 
 
 @dataclass(frozen=True)
-class AscendTarget(FamilyTarget):
+class AscendTarget(TargetConstants):
     """An Ascend NPU as the batched-GEMM tiling design sees it."""
 
     name: str
@@ -133,12 +132,6 @@ class AscendTarget(FamilyTarget):
         """W: the largest divisor of C not above sqrt(C) (the squarest window of one wave)."""
         c = self.cores.cube
         return max(d for d in range(1, math.isqrt(c) + 1) if c % d == 0)
-
-    def with_values(self, **sections: Mapping[str, Any]) -> AscendTarget:
-        """A copy with some constants changed, e.g. ``bandwidth={"gm_bytes_per_s": 2e12}``."""
-        changes = {name: dataclasses.replace(getattr(self, name), **values)
-                   for name, values in sections.items()}
-        return dataclasses.replace(self, **changes)
 
 
 def ascend_target_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> AscendTarget:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dse.workload import BatchedGemmWorkload
+from dse.core.workload import BatchedGemmWorkload
 from search_spaces.ascend_bmm.rules import (
     BRANCHES,
     ITER_FORMS,

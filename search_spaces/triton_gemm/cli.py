@@ -18,14 +18,8 @@ import os
 import sys
 from typing import Any
 
-from dse.cli_args import positive_int
-from dse.errors import DseError, UsageError, read_json
-from dse.formatting import table
-from dse.problem import build_context
-from dse.target import load_target
-from dse.workload import workload_from_dict
-from evaluators.hardware.triton_gpu import job_of
-from search_spaces.triton_gemm import smem_bytes
+from dse.core.commands import positive_int
+from dse.core.errors import DseError, UsageError, read_json
 
 
 def _read_configs(path: str) -> dict[str, Any]:
@@ -42,12 +36,16 @@ def _read_configs(path: str) -> dict[str, Any]:
 
 @functools.lru_cache
 def _context(target: str, dtype: str, shape: str, b_layout: str) -> Any:
+    from dse.core import build_context
+
     return build_context(target, dtype, shape, b_layout)  # one per workload of the file
 
 
 def _checked_items(path: str, data: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
     """(workload, parameters) of every config of the file, checked against the space: what is
     compiled is what its parameters say (not a job edited apart from them)."""
+    from dse.core import workload_from_dict
+
     items = data.get("configs")
     if not isinstance(items, list):
         raise UsageError(f"{path}: key 'configs' must be a list")
@@ -72,6 +70,8 @@ def _checked_items(path: str, data: dict[str, Any]) -> list[tuple[Any, dict[str,
 
 def _rule_smem(target: str, w: Any, params: dict[str, Any], loads: str) -> int:
     """Shared memory the space's rule charges the config, loaded as the job says."""
+    from search_spaces.triton_gemm.rules import smem_bytes
+
     ctx = _context(target, w.dtype.name, w.shape, w.b_layout)
     batch = ctx.space.encode([params])
     return int(smem_bytes(batch, w.dtype.in_bytes, ctx.target.device, loads == "tma")[0])
@@ -81,7 +81,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     """``dse triton compile``: compile each config of a triton configs file for the target's
     architecture; prints status, shared memory against the rule, registers and spills (or
     JSON); 1 unless every config compiles."""
+    from dse.core import load_target, table
     from evaluators.hardware.triton_compile import compile_many
+    from evaluators.hardware.triton_gpu import job_of
     from search_spaces.triton_gemm.target import GpuTarget
 
     if importlib.util.find_spec("triton") is None:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dse.target import FamilyTarget, family_sections
+from dse.core.target import TargetConstants, family_sections
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class GpuModel:
 
 
 @dataclass(frozen=True)
-class GpuTarget(FamilyTarget):
+class GpuTarget(TargetConstants):
     """An NVIDIA GPU for Triton GEMMs: its device limits, tensor-core peaks and the model's
     assumptions."""
 

@@ -1,22 +1,21 @@
 """Feasibility rules of the XDNA whole-array GEMM, vectorised, each with a readable reason.
 
-Each :class:`Constraint` has a vectorised ``check`` (True where satisfied) and an ``explain``
+Each rule has a vectorised ``check`` (True where satisfied) and an ``explain``
 that says, with the numbers of one config, why it fails.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from dse.target import Target
-from dse.workload import GemmWorkload
+from dse.core.params import ConfigBatch, Rule
+from dse.core.workload import GemmWorkload
 from evaluators.analytical.xdna_kernel import kernel_cycles
-from search_spaces.base import ConfigBatch
 from search_spaces.xdna_gemm.geometry import Geometry, derive, l2_usage
+from search_spaces.xdna_gemm.target import XdnaTarget
 
 
 @dataclass
@@ -24,7 +23,7 @@ class CheckContext:
     """A batch with its geometry, computed once and shared by all constraints."""
 
     batch: ConfigBatch
-    target: Target
+    target: XdnaTarget
     workload: GemmWorkload
 
     @cached_property
@@ -38,17 +37,6 @@ class CheckContext:
     @property
     def l1_available(self) -> int:
         return self.target.memory.l1_bytes - self.target.memory.l1_stack_bytes
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """A rule of the space: its name, a description, ``check`` (True where a config obeys it) and
-    ``explain`` (why config ``i`` does not)."""
-
-    name: str
-    doc: str
-    check: Callable[[CheckContext], np.ndarray]
-    explain: Callable[[CheckContext, int], str]
 
 
 def _micro_tile(c: CheckContext) -> np.ndarray:
@@ -222,19 +210,19 @@ def _dma_bound_why(c: CheckContext, i: int) -> str:
             f"{c.target.dma.channel_bytes_per_cycle:g} B/cycle per channel")
 
 
-CONSTRAINTS: tuple[Constraint, ...] = (
-    Constraint("micro_tile", "m_ct, k_ct, n_ct are multiples of the mmul shape r, s, t",
+CONSTRAINTS: tuple[Rule, ...] = (
+    Rule("micro_tile", "m_ct, k_ct, n_ct are multiples of the mmul shape r, s, t",
                _micro_tile, _micro_tile_why),
-    Constraint("register_blocking", "m_ct, n_ct fit the kernel's register blocking",
+    Rule("register_blocking", "m_ct, n_ct fit the kernel's register blocking",
                _register_blocking, _register_blocking_why),
-    Constraint("k_mt_multiple", "k_mt is a multiple of k_ct", _k_mt_multiple, _k_mt_multiple_why),
-    Constraint("array_shape", "the parallel tiles fit the array", _array_shape, _array_shape_why),
-    Constraint("memtile_channels", "MemTile S2MM channels suffice", _memtile_channels,
+    Rule("k_mt_multiple", "k_mt is a multiple of k_ct", _k_mt_multiple, _k_mt_multiple_why),
+    Rule("array_shape", "the parallel tiles fit the array", _array_shape, _array_shape_why),
+    Rule("memtile_channels", "MemTile S2MM channels suffice", _memtile_channels,
                _memtile_channels_why),
-    Constraint("l1_capacity", "L1 buffers + stack fit one compute tile (eq. 5, any depths)",
+    Rule("l1_capacity", "L1 buffers + stack fit one compute tile (eq. 5, any depths)",
                _l1, _l1_why),
-    Constraint("l2_capacity", "staged tiles fit the MemTiles", _l2, _l2_why),
-    Constraint("dma_limits", "buffer-descriptor fields within their bit widths",
+    Rule("l2_capacity", "staged tiles fit the MemTiles", _l2, _l2_why),
+    Rule("dma_limits", "buffer-descriptor fields within their bit widths",
                _dma_limits, _dma_limits_why),
 )
 
@@ -252,10 +240,10 @@ def _no_padding_why(c: CheckContext, i: int) -> str:
             f"{int(g.M[i])}x{int(g.K[i])}x{int(g.N[i])}")
 
 
-OPTIONAL_CONSTRAINTS: dict[str, Constraint] = {
-    "dma_bound": Constraint("dma_bound", "a kernel call is not slower to feed than to compute "
+OPTIONAL_CONSTRAINTS: dict[str, Rule] = {
+    "dma_bound": Rule("dma_bound", "a kernel call is not slower to feed than to compute "
                             "(eq. 4)", _dma_bound, _dma_bound_why),
     # the stock IRON whole-array design runs only unpadded shapes
-    "no_padding": Constraint("no_padding", "the tiles divide the GEMM (nothing padded)",
+    "no_padding": Rule("no_padding", "the tiles divide the GEMM (nothing padded)",
                              _no_padding, _no_padding_why),
 }

@@ -12,14 +12,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from dse.target import Target
-from dse.workload import GemmWorkload
-from search_spaces.base import ConfigBatch
+from dse.core.params import ConfigBatch
+from dse.core.workload import GemmWorkload
 from search_spaces.xdna_gemm.geometry import ceil_div, derive, l2_usage
+from search_spaces.xdna_gemm.target import XdnaTarget
 
 
 def tile_domains(
-    target: Target, workload: GemmWorkload, other: Mapping[str, int]
+    target: XdnaTarget, workload: GemmWorkload, other: Mapping[str, int]
 ) -> dict[str, int]:
     """Upper bounds of m_ct, k_ct, n_ct (from L1 alone) and k_mt (from K) for the box size."""
     spec = target.input_spec(workload.dtype.input)
@@ -37,7 +37,7 @@ def tile_domains(
     }
 
 
-def l1_max_k(m: np.ndarray, n: np.ndarray, target: Target, workload: GemmWorkload,
+def l1_max_k(m: np.ndarray, n: np.ndarray, target: XdnaTarget, workload: GemmWorkload,
              other: Mapping[str, int]) -> np.ndarray:
     """Largest k_ct (not rounded to s) whose tiles fit L1 with m_ct, n_ct (unaligned bytes)."""
     ty, ty_c = workload.dtype.in_bytes, workload.dtype.out_bytes
@@ -46,7 +46,7 @@ def l1_max_k(m: np.ndarray, n: np.ndarray, target: Target, workload: GemmWorkloa
     return (avail - bc * m * n * ty_c) // ((ba * m + bb * n) * ty)
 
 
-def max_k_mt_multiple(tiles: ConfigBatch, target: Target, workload: GemmWorkload) -> np.ndarray:
+def max_k_mt_multiple(tiles: ConfigBatch, target: XdnaTarget, workload: GemmWorkload) -> np.ndarray:
     """Largest j such that k_mt = j * k_ct fits L2 and does not exceed K rounded up.
 
     L2 use of the fullest MemTile group is linear in k_mt (f0 + j*d), so j is solved exactly.
@@ -71,7 +71,7 @@ def _values(name: str, step: int, hi: int, fixed: Mapping[str, int]) -> np.ndarr
 
 
 def enumerate_tiles(
-    target: Target, workload: GemmWorkload, other: Mapping[str, int], fixed: Mapping[str, int]
+    target: XdnaTarget, workload: GemmWorkload, other: Mapping[str, int], fixed: Mapping[str, int]
 ) -> ConfigBatch:
     """Every (m_ct, k_ct, n_ct, k_mt) that can fit L1 and L2 with the other parameters ``other``.
 
@@ -105,7 +105,7 @@ def enumerate_tiles(
     return {**base, "m_ct": m4, "k_ct": k4, "n_ct": n4, "k_mt": j * k4}
 
 
-def _fullest(probe: ConfigBatch, kmt: np.ndarray, target: Target, workload: GemmWorkload,
+def _fullest(probe: ConfigBatch, kmt: np.ndarray, target: XdnaTarget, workload: GemmWorkload,
              sharing: bool) -> np.ndarray:
     batch = {**probe, "k_mt": kmt}
     return l2_usage(batch, derive(batch, target, workload), sharing)[1]

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.target import InputSpec, Target
-from dse.workload import GemmWorkload
-from search_spaces.base import ConfigBatch
+from dse.core.params import ConfigBatch
+from dse.core.workload import GemmWorkload
+from search_spaces.xdna_gemm.target import InputSpec, XdnaTarget
 
 
 def ceil_div(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
@@ -61,7 +61,7 @@ class Geometry:
         return self.rows_used * self.cols_used
 
 
-def derive(batch: ConfigBatch, target: Target, workload: GemmWorkload) -> Geometry:
+def derive(batch: ConfigBatch, target: XdnaTarget, workload: GemmWorkload) -> Geometry:
     """Compute the geometry of every config in ``batch`` for ``workload`` on ``target``."""
     dt = workload.dtype
     spec = target.input_spec(dt.input)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dse.target import Target
-from dse.workload import GemmWorkload
-from search_spaces.base import ChoiceParam, IntParam, Param
+from dse.core.params import ChoiceParam, IntParam, Param
+from dse.core.workload import GemmWorkload
+from search_spaces.xdna_gemm.target import XdnaTarget
 
 TILE_PARAMS = ("m_ct", "k_ct", "n_ct", "k_mt")
 BUFFER_PARAMS = ("buf_a_l1", "buf_b_l1", "buf_c_l1", "buf_a_l2", "buf_b_l2", "buf_c_l2")
@@ -14,7 +14,7 @@ ORIENTATIONS = ("a_rows", "a_cols")
 BD_SCHEMES = ("overlapped", "sequential")
 
 
-def build_params(target: Target) -> dict[str, Param]:
+def build_params(target: XdnaTarget) -> dict[str, Param]:
     """Every parameter with its fixed domain (the same for all workloads of a target)."""
     longest_side = max(target.array.rows, target.array.cols)
     params: list[Param] = [
@@ -42,7 +42,7 @@ def build_params(target: Target) -> dict[str, Param]:
     return {p.name: p for p in params}
 
 
-def default_params(target: Target, workload: GemmWorkload) -> dict[str, Any]:
+def default_params(target: XdnaTarget, workload: GemmWorkload) -> dict[str, Any]:
     """The paper's design: A/B double-, C single-buffered, whole array, overlapped BDs.
 
     Tile sizes have no default; they are what the search is for.

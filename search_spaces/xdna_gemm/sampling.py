@@ -29,11 +29,11 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from dse.target import Target
-from dse.workload import GemmWorkload
-from search_spaces.base import ChoiceParam, IntParam, Param
+from dse.core.params import ChoiceParam, IntParam, Param
+from dse.core.workload import GemmWorkload
 from search_spaces.xdna_gemm.enumeration import l1_max_k
 from search_spaces.xdna_gemm.params import TILE_PARAMS
+from search_spaces.xdna_gemm.target import XdnaTarget
 
 _UNIT = FloatDistribution(0.0, 1.0)
 
@@ -48,7 +48,7 @@ def _pick(frac: float, lo: int, hi: int) -> int:
 class OptunaEncoding:
     """Maps between Optuna's sampled values and full parameter dicts of one workload."""
 
-    def __init__(self, target: Target, workload: GemmWorkload, params: Mapping[str, Param],
+    def __init__(self, target: XdnaTarget, workload: GemmWorkload, params: Mapping[str, Param],
                  defaults: Mapping[str, Any], fix: Mapping[str, Any], free: Sequence[str],
                  ranges: Mapping[str, tuple[int, int]]) -> None:
         self._target, self._workload = target, workload

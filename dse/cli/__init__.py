@@ -1,0 +1,94 @@
+"""The ``dse`` command line: dse's own command groups, then every registered one (the target
+families' ``dse ascend ...``, ``dse triton ...``, ``dse compare``, a user package's).
+
+Exit status: 0 success, 1 a configuration is infeasible (or failed) or an evaluator has a bug,
+2 bad usage or input, 130 interrupted. Imports are deferred to the command that needs them, so
+``dse --help`` and a refusal of bad options answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from importlib import import_module
+
+# dse's own command groups, in the order ``dse --help`` lists them
+GROUPS = ("dse.cli.problem", "dse.cli.studies", "dse.cli.analysis", "dse.cli.offline",
+          "dse.cli.dashboard")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dse`` argument parser: every command, the registered groups' included."""
+    from dse.core.registry import command_adders
+
+    parser = argparse.ArgumentParser(prog="dse", description="GEMM design-space exploration")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in GROUPS:
+        import_module(group).add_commands(sub)
+    for add_commands in command_adders():  # target families' own commands (dse ascend ...)
+        add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``dse`` command in ``argv`` (default: the process's arguments) and return its exit
+    status; an unknown evaluator, a ``DseError`` or a path that cannot be used is printed and
+    gives 2, an evaluator's bug (its traceback printed) 1, Ctrl-C 130."""
+    from dse.core.errors import DseError
+
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse has printed the usage and the bad option (or --help)
+        return exc.code if isinstance(exc.code, int) else 2
+    except DseError as exc:  # a registered command group that cannot be loaded
+        print(f"dse: error: {exc}", file=sys.stderr)
+        return 2
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return _run(func, args)
+    except KeyboardInterrupt:  # Ctrl-C outside a study's run (which commits and says so)
+        print("dse: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (`dse trials ... | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Check the evaluator named, open the store, run the command; errors as messages."""
+    from dse.cli.common import open_store_of
+    from dse.core.errors import DseError
+    from dse.core.evaluator import EvaluatorError
+
+    try:
+        name = getattr(args, "evaluator", None)
+        if isinstance(name, str):
+            from dse.core.registry import evaluator_names
+
+            if name not in evaluator_names():
+                raise DseError(f"unknown evaluator {name!r}; valid: "
+                               f"{', '.join(evaluator_names())}")
+        if getattr(args, "out", None):
+            from dse.storage.engine import refuse_database_as_out
+
+            refuse_database_as_out(args.out, getattr(args, "storage", None))
+        args.store = open_store_of(args)
+        return func(args)
+    except DseError as exc:
+        print(f"dse: error: {exc}", file=sys.stderr)
+        return 2
+    except EvaluatorError as exc:
+        print(f"dse: {exc}", file=sys.stderr)
+        return 1
+    except UnicodeDecodeError as exc:  # a file read elsewhere than through read_text
+        print(f"dse: error: a file given is not UTF-8 text ({exc.reason} at byte {exc.start})",
+              file=sys.stderr)
+        return 2
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        # a path the user gave (--out, --configs, a results file) that cannot be used as one
+        where = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+        print(f"dse: error: {where}", file=sys.stderr)
+        return 2

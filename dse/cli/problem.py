@@ -1,0 +1,206 @@
+"""One GEMM at a time: ``dse evaluate``, ``dse search`` and ``dse targets``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from dse.cli.common import add_backend_options, add_problem_args, backend_options
+from dse.core.commands import name_values, positive_int
+from dse.core.errors import UsageError, read_json
+
+if TYPE_CHECKING:
+    from dse.core.outcome import SearchOutcome
+    from dse.core.results import EvalResult
+    from dse.core.space import SearchSpace
+
+PAPER_PATIENCE = 3
+OUTCOME_METRICS = ("tops", "macs_per_cycle", "t_comp_s", "t_mem_s", "bound", "stage",
+                   "l1_bytes", "l2_bytes", "r_in")
+
+
+def _result_json(result: EvalResult) -> dict[str, Any]:
+    # Metrics appear both nested and at the top level, so scripts can use either.
+    return {**result.metrics, **result.to_dict()}
+
+
+def _print_result(result: EvalResult) -> None:
+    from dse.core.formatting import key_values
+
+    print(f"status: {result.status.value}")
+    if result.reason:
+        print(f"reason: {result.reason}")
+    print("params:\n" + key_values(result.params))
+    if result.metrics:
+        print("metrics:\n" + key_values(result.metrics))
+
+
+def _load_configs(path: str) -> list[dict[str, Any]]:
+    data = read_json(path, "--configs: file")
+    if not isinstance(data, list) or not all(isinstance(c, dict) for c in data):
+        raise UsageError(f"--configs: {path} must hold a JSON list of parameter objects")
+    return data
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``dse evaluate``: score the ``--param`` config (or each of ``--configs``) and print status,
+    params and metrics (or JSON); 1 when any is not ok."""
+    from dse.core.registry import build_context, build_evaluator
+    from dse.core.results import Status
+
+    ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
+    evaluator = build_evaluator(args.evaluator, backend_options(args.option))
+    problem = evaluator.unavailable()
+    if problem:
+        raise UsageError(f"evaluator {evaluator.name!r} cannot run here: {problem}")
+    if args.configs and args.param:
+        raise UsageError("give either --param or --configs, not both")
+    given = _load_configs(args.configs) if args.configs else [name_values(args.param, "--param")]
+    resolved = []
+    for index, config in enumerate(given):
+        try:
+            resolved.append(ctx.space.resolve(config))
+        except UsageError as exc:
+            where = f"config {index} of {args.configs}: " if args.configs else ""
+            raise UsageError(f"{where}{exc}") from None
+    batch = ctx.space.encode(resolved)
+    if args.trace:
+        if len(resolved) != 1 or not evaluator.capabilities.timeline:
+            raise UsageError("--trace needs one configuration (--param) and an evaluator that "
+                             "records a timeline (--evaluator simulator)")
+        if not ctx.space.check(batch).ok[0]:
+            raise UsageError(f"--trace: the configuration is infeasible: "
+                             f"{ctx.space.explain(batch, 0)}")
+        evaluator.simulate(batch, ctx, trace_path=args.trace)
+        print(f"wrote the timeline to {args.trace} (open it in https://ui.perfetto.dev)",
+              file=sys.stderr)
+    results = evaluator.evaluate(batch, ctx)
+    if args.json:
+        payload: Any = [_result_json(r) for r in results] if args.configs else _result_json(
+            results[0])
+        print(json.dumps(payload, indent=2))
+    else:
+        for i, result in enumerate(results):
+            if len(results) > 1:
+                print(f"--- config {i}")
+            _print_result(result)
+    return 0 if all(r.status is Status.OK for r in results) else 1
+
+
+def _print_outcome(outcome: SearchOutcome, strategy: str, space: SearchSpace) -> None:
+    from dse.core.formatting import table
+
+    print(f"{strategy} search: {outcome.n_total:,} configs in the parameter box, "
+          f"{outcome.n_evaluated:,} generated, {outcome.n_feasible:,} feasible, "
+          f"{outcome.elapsed_s:.2f} s")
+    if outcome.rejected_by:
+        print("rejected by: " + ", ".join(f"{k} {v:,}" for k, v in outcome.rejected_by.items()))
+    if outcome.steps:
+        print("\nbalance procedure steps:")
+        print(table(outcome.steps, ("step", *space.kernel_keys, "shape", "macs_per_cycle",
+                                    "t_comp_s", "t_mem_s", "bound", "tops")))
+    if not outcome.top:
+        print("\nno configuration is feasible (see what rejected them above)")
+        return
+    rows = [{"rank": i + 1, **c.params, **c.metrics} for i, c in enumerate(outcome.top)]
+    params = list(outcome.top[0].params)
+    tiles = [p for p in space.kernel_keys if p in params] or params[:3]
+    varying = [p for p in params if p not in tiles and
+               len({str(c.params[p]) for c in outcome.top}) > 1]
+    metrics = [m for m in OUTCOME_METRICS if m in outcome.top[0].metrics]
+    print("\nbest configurations:" if len(rows) > 1 else "\nbalanced configuration:")
+    print(table(rows, ("rank", *tiles, *varying, *metrics)))
+
+
+def _progress_printer() -> Callable[[int, int], None]:
+    """Progress on stderr for searches over many parameter combinations."""
+
+    def report(done: int, total: int) -> None:
+        if total < 4:
+            return
+        end = "\n" if done == total else ""
+        print(f"\rsearching: {done}/{total} parameter combinations", end=end, file=sys.stderr,
+              flush=True)
+
+    return report
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """``dse search``: the exhaustive search or the family's balance procedure (``paper``) over
+    one GEMM's space; prints the best configurations (or JSON), 1 when none is feasible."""
+    from dse.core.registry import build_context, build_evaluator
+    from dse.study.search import exhaustive
+
+    ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
+    evaluator = build_evaluator(args.evaluator)
+    fix = name_values(args.fix, "--fix")
+    if args.strategy == "paper":
+        if args.free:
+            raise UsageError("--free applies to --strategy exhaustive only")
+        outcome = ctx.space.balance_procedure(evaluator, fix=fix, start=args.start,
+                                              k_mt_target=args.k_mt, patience=args.patience)
+    else:
+        if args.start or args.k_mt or args.patience != PAPER_PATIENCE:
+            raise UsageError("--start, --k-mt and --patience apply to --strategy paper only")
+        outcome = exhaustive(evaluator, ctx, fix=fix, free=args.free, top=args.top,
+                             progress=_progress_printer())
+    if args.json:
+        print(json.dumps(outcome.to_dict(), indent=2))
+    else:
+        _print_outcome(outcome, args.strategy, ctx.space)
+    return 0 if outcome.top else 1
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    """``dse targets``: the shipped targets, one line each (or JSON)."""
+    from dse.core.formatting import table
+    from dse.core.registry import available_targets, load_target
+
+    rows = []
+    for name in available_targets():
+        t = load_target(name)
+        units, clock = t.compute_units()
+        rows.append({"name": name, "space": t.space, "array": units,
+                     "clock_GHz": clock / 1e9 if clock else "",
+                     "dtypes": ",".join(t.dtypes), "description": t.description})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(table(rows, ("name", "space", "array", "clock_GHz", "dtypes")))
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    """``dse evaluate``, ``dse search`` and ``dse targets``."""
+    ev = sub.add_parser("evaluate", help="score one configuration (or a JSON list of them)")
+    add_problem_args(ev)
+    ev.add_argument("--param", action="append", metavar="NAME=VALUE",
+                    help="a parameter value; tile sizes m_ct, k_ct, n_ct, k_mt are required")
+    ev.add_argument("--configs", metavar="FILE.json", help="JSON list of parameter objects")
+    ev.add_argument("--trace", metavar="FILE.json",
+                    help="with --evaluator simulator: write a Chrome trace-event timeline")
+    add_backend_options(ev)
+    ev.set_defaults(func=cmd_evaluate)
+
+    se = sub.add_parser("search", help="search the design space of one GEMM")
+    add_problem_args(se)
+    se.add_argument("--fix", action="append", metavar="NAME=VALUE", help="pin a parameter")
+    se.add_argument("--free", action="append", default=[], metavar="NAME",
+                    help="also vary a parameter that otherwise keeps its default")
+    se.add_argument("--top", type=positive_int, default=10,
+                    help="how many configurations to report")
+    se.add_argument("--strategy", choices=("exhaustive", "paper"), default="exhaustive")
+    se.add_argument("--start", metavar="MxKxN", help="paper strategy: kernel to start from")
+    se.add_argument("--k-mt", type=positive_int, metavar="N",
+                    help="paper strategy: use the largest multiple of k_ct <= N as k_mt, as the "
+                    "paper did (default: each kernel's fastest feasible k_mt)")
+    se.add_argument("--patience", type=positive_int, default=PAPER_PATIENCE, metavar="N",
+                    help="paper strategy: stop after N steps without a new best (the paper: 1)")
+    se.set_defaults(func=cmd_search)
+
+    tg = sub.add_parser("targets", help="list the shipped targets")
+    tg.add_argument("--json", action="store_true")
+    tg.set_defaults(func=cmd_targets)

@@ -1,0 +1,70 @@
+"""What a command group (entry-point group ``dse.commands``) builds its commands with.
+
+A group is a function ``add_commands(subparsers)`` that adds its parsers, each with
+``set_defaults(func=...)``; ``func(args)`` returns the exit status. A command that stores or
+reads results calls :func:`add_storage_option`: the ``dse`` command line then opens the store
+once, before the command runs, and passes it as ``args.store``. Keep the module light (no
+NumPy at import): ``dse --help`` imports every group.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+DEFAULT_STORAGE = "dse.db"
+STORE_MODES = ("existing", "create", "deferred")
+
+
+def positive_int(text: str) -> int:
+    """A count that must be at least 1 (trials, workers, configs to list, samples)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def name_values(items: Sequence[str] | None, option: str) -> dict[str, str]:
+    """Repeated ``option NAME=VALUE`` items as a dict; a name given twice is refused (the
+    first value would be dropped without a word)."""
+    from dse.core.errors import UsageError
+
+    out: dict[str, str] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"{option} expects NAME=VALUE, got {item!r}")
+        if name.strip() in out:
+            raise UsageError(f"{option} {name.strip()} is given twice")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def add_storage_option(parser: argparse.ArgumentParser, mode: str = "existing",
+                       help_default: str | None = None) -> None:
+    """Add ``--storage`` to a command; the store is opened before the command runs.
+
+    ``mode``: ``existing`` (a command that reads: a database that does not exist, or holds no
+    dse tables, is refused rather than created), ``create`` (one that writes results) or
+    ``deferred`` (the command checks its own input first, then opens the store itself)."""
+    if mode not in STORE_MODES:
+        raise ValueError(f"storage mode {mode!r} is not one of {', '.join(STORE_MODES)}")
+    default = help_default or f"./{DEFAULT_STORAGE}"
+    parser.add_argument("--storage", default=None,
+                        help=f"database URL or SQLite path (default: {default})")
+    parser.set_defaults(store_mode=mode)
+
+
+class ResultSink(Protocol):
+    """What a command receives as ``args.store`` to store results outside any study (the
+    results store; its other methods are dse's own)."""
+
+    safe_url: str
+
+    def put_results(self, target: Any, workload_body: Mapping[str, Any], space: str,
+                    runs: Sequence[tuple[Any, Sequence[Any]]]) -> None:
+        """Store each ``(evaluator, results)`` pair's results on one workload of a target."""

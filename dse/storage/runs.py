@@ -1,0 +1,279 @@
+"""The store's writes for a study run: claiming a study, the cache lookups, committing a window
+of trials with Optuna's journal, the ladder's agreement rows, and results measured elsewhere
+(another fidelity's comparison, the offline runner's file)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dse.core.errors import UsageError
+from dse.core.results import EvalResult, Status
+from dse.storage import models as m
+from dse.storage.keys import config_key, now
+
+if TYPE_CHECKING:
+    from dse.storage.journal import SqlJournalBackend
+    from dse.storage.store import ResultStore
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A study claimed for a run: its ids, the next trial number and its status before."""
+
+    study_id: int
+    target_id: int
+    next_number: int
+    status_before: str
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Who produced a result: an evaluator's name, version and fidelity."""
+
+    name: str
+    version: str
+    fidelity: str
+
+    @classmethod
+    def of(cls, evaluator: Any) -> Measured:
+        return cls(evaluator.name, evaluator.version, evaluator.fidelity)
+
+
+@dataclass
+class PendingTrial:
+    """A trial of a window: its workload, config and result, whether the store served it, and
+    the evaluator it is recorded under."""
+
+    workload_id: int
+    key: str
+    params: dict[str, Any]
+    result: EvalResult
+    cached: bool
+    evaluator: Measured
+
+
+@dataclass
+class Window:
+    """What one commit writes: the trials (numbered from ``next_number``), their new
+    evaluations and Optuna's pending journal lines; the lease of ``owner`` is renewed with it."""
+
+    study: str
+    study_id: int
+    target_id: int
+    space: str
+    next_number: int
+    trials: list[PendingTrial]
+    journal: SqlJournalBackend | None
+    owner: str
+    lease_s: float
+    host: str
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+def evaluation_row(target_id: int, workload_id: int, config_id: int, by: Measured,
+                   result: EvalResult, host: str, versions: Mapping[str, Any],
+                   created: Any) -> dict[str, Any]:
+    """The ``dse_evaluations`` row of one result."""
+    return {"target_id": target_id, "workload_id": workload_id, "config_id": config_id,
+            "evaluator": by.name, "version": by.version, "fidelity": by.fidelity,
+            "status": result.status.value, "reason": result.reason, "metrics": result.metrics,
+            "tops": result.metrics.get("tops"), "elapsed_s": result.elapsed_s, "host": host,
+            "versions": dict(versions), "created_at": created}
+
+
+def _void_dead_local_owner(row: m.StudyRow) -> None:
+    """A lease held by a process of this host that no longer exists is void (it was killed)."""
+    host, _, pid = (row.owner or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        row.owner, row.lease_until = None, None
+    except PermissionError:
+        pass
+
+
+class RunWrites:
+    """Writes of a study run (a mixin of :class:`dse.storage.ResultStore`)."""
+
+    def claim_study(self: ResultStore, name: str, identity: dict[str, Any], target: Any,
+                    owner: str, lease_s: float) -> Claim:
+        """Create the study or find it (its stored identity and target constants must be
+        these), and lease it to ``owner`` for ``lease_s`` seconds.
+
+        Raises:
+            UsageError: the stored study differs, or another live runner holds it.
+        """
+        with self.session() as s:
+            target_id = self.target_id(s, target.digest(), target.name, target.to_dict())
+            row = self.study(s, name)
+            if row is None:
+                row = self.create_study(s, name, identity, target_id)
+            elif row.spec != identity:
+                changed = sorted(k for k, v in identity.items() if row.spec.get(k) != v)
+                raise UsageError(f"study {name!r} already exists in {self.safe_url} with a "
+                                 f"different {', '.join(changed)}; give the study another name "
+                                 "to run this definition (its budget and workers may change; "
+                                 "a ladder's rungs may not)")
+            elif row.target_id != target_id:  # one study never mixes two sets of constants
+                raise UsageError(f"study {name!r} already exists in {self.safe_url} with "
+                                 f"other constants for target {identity.get('target')!r} (its "
+                                 "file changed since the study began, or a constant read from "
+                                 "the machine differs here); give the study another name to "
+                                 "run with these")
+            _void_dead_local_owner(row)
+            status_before = row.status
+            self.acquire(s, row, owner, lease_s)
+            return Claim(row.id, target_id, self.next_trial_number(s, row.id), status_before)
+
+    def renew_lease(self: ResultStore, name: str, owner: str, lease_s: float) -> None:
+        """Extend ``owner``'s lease of the study (refused once another runner took it)."""
+        with self.session() as s:
+            self.acquire(s, self.require_study(s, name), owner, lease_s)
+
+    def open_workload(self: ResultStore, study_id: int,
+                      body: Mapping[str, Any]) -> tuple[int, int]:
+        """The id of a workload (its body stored once) and how many trials the study has of
+        it."""
+        with self.session() as s:
+            workload_id = self.workload_id(s, body)
+            return workload_id, self.trial_count(s, study_id, workload_id)
+
+    def stored_keys(self: ResultStore, target_id: int, workload_id: int, evaluator: str,
+                    version: str) -> set[str]:
+        """Config keys with a stored evaluation by this evaluator version."""
+        with self.session() as s:
+            return self.evaluated_keys(s, target_id, workload_id, evaluator, version)
+
+    def stored_results(self: ResultStore, target_id: int, workload_id: int, keys: Sequence[str],
+                       evaluator: str, version: str) -> dict[str, EvalResult]:
+        """Stored results of these configs by this evaluator version, by config key (their
+        parameters left empty: the caller has them)."""
+        with self.session() as s:
+            rows = self.find_evaluations_by_key(s, target_id, workload_id, keys, evaluator,
+                                                version)
+            return {k: EvalResult(Status(r.status), {}, r.metrics, r.reason, r.elapsed_s)
+                    for k, r in rows.items()}
+
+    def keys_with_trials(self: ResultStore, study_id: int, workload_id: int,
+                         evaluator: str) -> set[str]:
+        """Config keys the study already has a trial of, by this evaluator."""
+        with self.session() as s:
+            return self.trialled_keys(s, study_id, workload_id, evaluator)
+
+    def commit_window(self: ResultStore, window: Window) -> None:
+        """Write a window in one transaction: its configs, its results not served from the
+        store (each evaluation once), its trials, the journal's pending lines, and the renewed
+        lease. On failure nothing is written (the journal's lines stay pending)."""
+        created = now()
+        trials = window.trials
+        with self.session() as s:
+            ids = self.config_ids(s, window.space, [t.params for t in trials])
+            new_rows, seen = [], set()
+            for trial, cid in zip(trials, ids, strict=True):
+                ev = trial.evaluator
+                if trial.cached or (trial.workload_id, cid, ev.name, ev.version) in seen:
+                    continue
+                seen.add((trial.workload_id, cid, ev.name, ev.version))
+                new_rows.append(evaluation_row(window.target_id, trial.workload_id, cid, ev,
+                                               trial.result, window.host, window.versions,
+                                               created))
+            self.put_evaluations(s, new_rows)
+            evaluation_ids: dict[tuple[int, str, str, int], int] = {}
+            for workload_id, name, version in {(t.workload_id, t.evaluator.name,
+                                                t.evaluator.version) for t in trials}:
+                wanted = [cid for t, cid in zip(trials, ids, strict=True)
+                          if (t.workload_id, t.evaluator.name) == (workload_id, name)]
+                stored = self.find_evaluations(s, window.target_id, workload_id, wanted, name,
+                                               version)
+                evaluation_ids.update({(workload_id, name, version, cid): row.id
+                                       for cid, row in stored.items()})
+            self.add_trials(s, [{
+                "study_id": window.study_id, "number": window.next_number + i,
+                "workload_id": t.workload_id, "config_id": cid,
+                "evaluation_id": evaluation_ids[(t.workload_id, t.evaluator.name,
+                                                 t.evaluator.version, cid)],
+                "status": t.result.status.value, "cached": int(t.cached), "created_at": created}
+                for i, (t, cid) in enumerate(zip(trials, ids, strict=True))])
+            if window.journal is not None:
+                window.journal.write_pending(s)
+            self.acquire(s, self.require_study(s, window.study), window.owner, window.lease_s)
+
+    def record_agreement(self: ResultStore, study_id: int, workload_id: int, rung: int,
+                         cheaper: str, dearer: str, n: int, top_k: int,
+                         values: Mapping[str, float | None]) -> None:
+        """Store how well ladder rung ``rung - 1`` (``cheaper``) ranked what rung ``rung``
+        (``dearer``) scored: Spearman, Kendall and top-k overlap over ``n`` configs."""
+        with self.session() as s:
+            s.execute(m.FidelityRow.__table__.insert(), [{
+                "study_id": study_id, "workload_id": workload_id, "rung": rung,
+                "cheaper": cheaper, "dearer": dearer, "n": n, "top_k": top_k,
+                "created_at": now(), **values}])
+
+    def put_results(self: ResultStore, target: Any, workload_body: Mapping[str, Any],
+                    space: str, runs: Sequence[tuple[Any, Sequence[EvalResult]]]) -> None:
+        """Store results outside any study (each evaluator's, so studies are later served
+        from them): ``runs`` pairs an evaluator with its results on one workload."""
+        host, created = socket.gethostname(), now()
+        with self.session() as s:
+            target_id = self.target_id(s, target.digest(), target.name, target.to_dict())
+            workload_id = self.workload_id(s, {**workload_body, "space": space})
+            for evaluator, results in runs:
+                ids = self.config_ids(s, space, [r.params for r in results])
+                self.put_evaluations(s, [
+                    evaluation_row(target_id, workload_id, cid, Measured.of(evaluator), r,
+                                   host, {}, created)
+                    for cid, r in zip(ids, results, strict=True)])
+
+    def ingest_results(self: ResultStore, study: str, evaluator: Any,
+                       records: Sequence[tuple[Mapping[str, Any], str, EvalResult]],
+                       provenance: Mapping[str, Any]) -> dict[str, int]:
+        """Store results measured elsewhere (``records``: workload body, space, result) as
+        evaluations of ``evaluator`` on the study's own target constants and as trials of the
+        study, all in one transaction; a stored result is never replaced. Returns how many
+        evaluations and trials were new and how many results differ in status from the
+        stored ones."""
+        host = str(provenance.get("host", "offline"))
+        by = Measured.of(evaluator)
+        added = {"evaluations": 0, "trials": 0, "differ": 0}
+        with self.session() as s:
+            row = self.require_study(s, study)
+            target_id = row.target_id  # the study's constants, even if its file changed since
+            for body, space, result in records:
+                workload_id = self.workload_id(s, {**body, "space": space})
+                (config_id,) = self.config_ids(s, space, [result.params])
+                before = self.find_evaluations(s, target_id, workload_id, [config_id],
+                                               by.name, by.version)
+                measured = EvalResult(result.status, result.params,
+                                      {**result.metrics, **provenance}, result.reason,
+                                      result.elapsed_s)
+                self.put_evaluations(s, [evaluation_row(target_id, workload_id, config_id, by,
+                                                        measured, host, provenance, now())])
+                added["evaluations"] += not before
+                added["differ"] += bool(before) and \
+                    before[config_id].status != result.status.value
+                key = config_key(space, result.params)
+                if key in self.trialled_keys(s, row.id, workload_id, by.name):
+                    continue
+                stored = self.find_evaluations(s, target_id, workload_id, [config_id], by.name,
+                                               by.version)[config_id]
+                self.add_trials(s, [{
+                    "study_id": row.id, "number": self.next_trial_number(s, row.id),
+                    "workload_id": workload_id, "config_id": config_id,
+                    "evaluation_id": stored.id, "status": stored.status, "cached": 0,
+                    "created_at": now()}])
+                added["trials"] += 1
+        return added
+
+    def study_journal(self: ResultStore, name: str) -> list[dict[str, Any]]:
+        """The study's Optuna journal lines, in order."""
+        from dse.storage.journal import SqlJournalBackend
+
+        with self.session() as s:
+            study_id = self.require_study(s, name).id
+        return list(SqlJournalBackend(self, study_id).read_logs(0))

@@ -1,0 +1,103 @@
+"""Design space of a Triton GEMM on NVIDIA GPUs: tile sizes, pipeline stages (buffer count),
+warps, the program-id swizzle (GROUP_M) and split-K."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+
+from dse.core.errors import UsageError
+from dse.core.params import ConfigBatch
+from dse.core.space import Calibratable, SearchSpace
+from dse.core.workload import GemmWorkload
+from search_spaces.triton_gemm.rules import BLOCKS, DOMAINS, covering, parameters, rules
+from search_spaces.triton_gemm.target import GpuTarget
+
+
+class TritonGemmSpace(SearchSpace):
+    """Block sizes, stages, warps, swizzle and split-K of a Triton GEMM on one GPU."""
+
+    name = "triton_gemm"
+    required = BLOCKS
+    kernel_keys = ("BLOCK_M", "BLOCK_K", "BLOCK_N")
+    tile_axes = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+    # the GPU model's assumptions (targets/h100.toml, h200.toml: [model]); the launch cost too,
+    # which a decode-like GEMM's few microseconds cannot hide; shares of a peak stay at most 1
+    calibratable = (Calibratable("model", "mma_efficiency", upper=1.0),
+                    Calibratable("model", "step_overhead_cycles"),
+                    Calibratable("model", "l2_bytes_per_s"),
+                    Calibratable("model", "hbm_efficiency", upper=1.0),
+                    Calibratable("model", "launch_s"))
+
+    def __init__(self, target: GpuTarget, workload: GemmWorkload,
+                 extra_constraints: Sequence[str] = ()) -> None:
+        self._accept(target, workload, extra_constraints)
+        self.target, self.workload = target, workload
+        self._params = parameters()
+        self.constraints = rules(target, workload)
+
+    def defaults(self) -> dict[str, Any]:
+        return {"num_stages": 3, "num_warps": 4, "GROUP_M": 8, "SPLIT_K": 1}
+
+    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """As for every space; GROUP_M, when not given, is 8 or the smallest group covering
+        the grid's block rows when there are fewer (the swizzle rule refuses larger ones)."""
+        params = super().resolve(given)
+        if "GROUP_M" not in given:
+            rows = -(-self.workload.M // params["BLOCK_M"])  # BLOCK_M >= 1: parsed
+            params["GROUP_M"] = min(params["GROUP_M"], covering(rows))
+        return params
+
+    def tie_order(self, batch: ConfigBatch) -> np.ndarray:
+        """Swizzles the model scores alike (when the tensor cores set the pace, every GROUP_M
+        whose wave fits L2 is one to it) go to the GPU from the customary GROUP_M=8 outwards
+        (4 and 16, then 2 and 32, ...), not from GROUP_M=1, the walk without reuse."""
+        default = self.defaults()["GROUP_M"]
+        return np.abs(np.log2(batch["GROUP_M"]) - np.log2(default))
+
+    def chunks(self, fix: Mapping[str, Any] | None = None,
+               free: Iterable[str] = ()) -> Iterator[tuple[ConfigBatch, int]]:
+        """Every combination of the domains (5 x 5 x 5 x 6 x 5 x 6 x 5 = 112,500), fixed
+        parameters held; one batch a SPLIT_K value."""
+        fixed, free = self._fixed_and_free(fix, free, overlap_ok=True)
+        axes = {n: [fixed[n]] if n in fixed else list(v) for n, v in DOMAINS.items()}
+        for split in axes.pop("SPLIT_K"):
+            combos = np.array(list(itertools.product(*axes.values())), dtype=np.int64)
+            batch = {n: combos[:, i] for i, n in enumerate(axes)}
+            batch["SPLIT_K"] = np.full(len(combos), split, dtype=np.int64)
+            yield {n: batch[n] for n in self._params}, len(combos)
+
+    def n_chunks(self, free: Iterable[str] = ()) -> int:
+        return len(DOMAINS["SPLIT_K"])
+
+    def optuna_encoding(self, fix: Mapping[str, Any], free: Sequence[str],
+                        ranges: Mapping[str, tuple[int, int]]) -> TritonEncoding:
+        return TritonEncoding(self, self.parse(fix), ranges)
+
+
+class TritonEncoding:
+    """Each parameter a category of its domain (inside the study's ranges)."""
+
+    def __init__(self, space: TritonGemmSpace, fix: Mapping[str, Any],
+                 ranges: Mapping[str, tuple[int, int]]) -> None:
+        self._space, self._fix = space, dict(fix)
+        self._dists: dict[str, BaseDistribution] = {}
+        for name, values in DOMAINS.items():
+            if name in fix:
+                continue
+            lo, hi = ranges.get(name, (values[0], values[-1]))
+            kept = tuple(v for v in values if lo <= v <= hi)
+            if not kept:
+                raise UsageError(f"range of {name} [{lo}, {hi}] holds none of {values}")
+            self._dists[name] = CategoricalDistribution(kept)
+
+    def distributions(self) -> dict[str, BaseDistribution]:
+        return dict(self._dists)
+
+    def decode(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
+        config = {**self._space.defaults(), **self._fix, **sampled}
+        return {name: int(config[name]) for name in self._space.params()}
