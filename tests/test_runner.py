@@ -147,6 +147,26 @@ def test_impossible_space_is_refused_before_storing(tmp_path):
         assert ResultStore(storage).study(s, "impossible") is None
 
 
+@pytest.mark.parametrize(("target", "workload", "space", "reason"), [
+    ("h200", {"shape": "4096x4096x4096", "dtype": "bf16"}, {"range": {"BLOCK_M": [100, 120]}},
+     r"rejected by: the ranges \(.*shared_memory \("),
+    ("h200", {"shape": "4096x4096x4096", "dtype": "bf16"},
+     {"fix": {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 256}}, "shared_memory"),
+    ("cpu", {"shape": "256x256x256", "dtype": "fp32"}, {"range": {"mc": [17, 31]}},
+     r"rejected by: the ranges \("),
+    ("ascend-950pr", {"shape": "8x512x512x512", "dtype": "bf16"},
+     {"range": {"base_m": [300, 400]}}, "rejected by: .*the ranges"),
+])
+def test_an_empty_space_of_any_family_is_refused_with_a_reason(tmp_path, target, workload,
+                                                                space, reason):
+    from dse.study.spec import study_from_dict
+
+    spec = study_from_dict({"name": "empty", "target": target, "workload": workload,
+                            "space": space, "sampler": "random", "budget": {"trials": 5}})
+    with pytest.raises(UsageError, match=f"satisfies the study's space.*{reason}"):
+        run_study(spec, str(tmp_path / "r.db"))
+
+
 def test_changed_definition_is_refused(tmp_path):
     storage = str(tmp_path / "r.db")
     run_study(make_spec(budget={"trials": 3}), storage)

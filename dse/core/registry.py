@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import inspect
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -47,12 +48,33 @@ def _entry_points(kind: str) -> dict[str, EntryPoint]:
     return found
 
 
+# registered in this process (register), and what was loaded, by kind and name
+_registered: dict[str, dict[str, Any]] = {kind: {} for kind in GROUPS}
+_loaded: dict[tuple[str, str], Any] = {}
+
+
+def register(kind: str, name: str, implementation: Any) -> None:
+    """Register ``implementation`` (an object, or ``"module:attribute"``) as ``name`` for
+    ``kind`` in this process only, beside the entry points: a notebook's or a test's evaluator
+    without a package. Processes started later (the offline runner, another ``dse``) do not see
+    it; Ray workers get the evaluator object itself."""
+    if kind not in GROUPS:
+        raise UsageError(f"unknown kind {kind!r}; valid: {', '.join(GROUPS)}")
+    _registered[kind][name] = implementation
+    _loaded.pop((kind, name), None)
+
+
+def unregister(kind: str, name: str) -> None:
+    """Undo :func:`register`."""
+    _registered[kind].pop(name, None)
+    _loaded.pop((kind, name), None)
+
+
 def registered(kind: str) -> list[str]:
     """The names registered for ``kind`` (a key of :data:`GROUPS`), sorted."""
-    return sorted(_entry_points(kind))
+    return sorted({*_entry_points(kind), *_registered[kind]})
 
 
-@functools.cache
 def load(kind: str, name: str) -> Any:
     """What ``name`` is registered as for ``kind``.
 
@@ -60,16 +82,29 @@ def load(kind: str, name: str) -> Any:
         UsageError: no such name (the message lists the registered ones).
         DseError: the package that registers it cannot be imported.
     """
+    if (kind, name) in _loaded:
+        return _loaded[(kind, name)]
     points = _entry_points(kind)
-    if name not in points:
-        valid = ", ".join(sorted(points)) or ("none: is dse installed (pip install -e .)? its "
-                                               "own are registered by its package metadata")
+    if name in _registered[kind]:
+        value = _registered[kind][name]
+        found = _import(value) if isinstance(value, str) else value
+    elif name in points:
+        try:
+            found = points[name].load()
+        except Exception as exc:  # a broken plug-in package: say which
+            raise DseError(f"the {kind} {name!r} ({points[name].value}) cannot be loaded: "
+                           f"{type(exc).__name__}: {exc}") from exc
+    else:
+        valid = ", ".join(registered(kind)) or ("none: is dse installed (pip install -e .)? "
+                                                "its own are registered by its package metadata")
         raise UsageError(f"unknown {kind} {name!r}; valid: {valid}")
-    try:
-        return points[name].load()
-    except Exception as exc:  # a broken plug-in package: say which
-        raise DseError(f"the {kind} {name!r} ({points[name].value}) cannot be loaded: "
-                       f"{type(exc).__name__}: {exc}") from exc
+    _loaded[(kind, name)] = found
+    return found
+
+
+def _import(reference: str) -> Any:
+    module, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 # -- families and what they bring --------------------------------------------------------------

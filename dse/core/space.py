@@ -261,16 +261,21 @@ class SearchSpace(ABC):
 
     def why_empty(self, fix: Mapping[str, Any], free: Iterable[str],
                   ranges: Mapping[str, tuple[int, int]]) -> str | None:
-        """None when a config of the narrowed space is feasible; else which rules rejected the
-        configs and how many each (what the smallest config breaks when none was generated)."""
+        """None when a config of the narrowed space is feasible; else which rules (or the
+        ranges, for configs only they refuse) rejected the configs and how many each (what the
+        smallest config breaks when none was generated)."""
         counts: dict[str, int] = {}
         for batch, _ in self.chunks(fix=fix, free=free):
             feasibility = self.check(batch)
-            if (feasibility.ok & self.within(batch, ranges)).any():
+            inside = self.within(batch, ranges)
+            if (feasibility.ok & inside).any():
                 return None
             for index in feasibility.first_failed[feasibility.first_failed >= 0]:
                 rule = self.constraints[int(index)].name
                 counts[rule] = counts.get(rule, 0) + 1
+            outside = int((feasibility.ok & ~inside).sum())
+            if outside:
+                counts["the ranges"] = counts.get("the ranges", 0) + outside
         if counts:
             return ", ".join(f"{k} ({v:,})" for k, v in sorted(counts.items(),
                                                                key=lambda kv: -kv[1]))

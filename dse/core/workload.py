@@ -26,6 +26,7 @@ class Workload(Protocol):
     """What the core needs of any workload."""
 
     kind: ClassVar[str]
+    example_shape: ClassVar[str]  # a small shape of this kind, for examples and tests
     dtype: DtypePair
     b_layout: str
 
@@ -75,6 +76,7 @@ class GemmWorkload:
     """
 
     kind: ClassVar[str] = "gemm"
+    example_shape: ClassVar[str] = "256x256x256"
     M: int
     K: int
     N: int
@@ -157,6 +159,7 @@ class BatchedGemmWorkload:
     """
 
     kind: ClassVar[str] = "bmm"
+    example_shape: ClassVar[str] = "4x256x256x256"
     batch_a: tuple[int, ...]
     batch_b: tuple[int, ...]
     M: int

@@ -22,8 +22,10 @@ SHORTLIST_FACTOR = 10  # non-vectorised evaluators re-rank top x this of the ana
 
 
 def rank(metrics: dict[str, np.ndarray], objective: str = "tops") -> np.ndarray:
-    """Indices from best to worst: higher objective first, ties by fewer L1 bytes."""
-    return np.lexsort((metrics["l1_bytes"], -metrics[objective]))
+    """Indices from best to worst: higher objective first, ties by fewer L1 bytes (when the
+    model reports them)."""
+    ties = metrics.get("l1_bytes", np.zeros(len(metrics[objective])))
+    return np.lexsort((ties, -metrics[objective]))
 
 
 def exhaustive(evaluator: Evaluator, ctx: EvalContext, fix: Mapping[str, Any] | None = None,
@@ -58,7 +60,7 @@ def exhaustive(evaluator: Evaluator, ctx: EvalContext, fix: Mapping[str, Any] | 
             params = ctx.space.decode(batch_take(feasible, chosen))
             for p, i in zip(params, chosen, strict=True):
                 row = metrics_row(metrics, int(i))
-                best.append((-row["tops"], row["l1_bytes"], Candidate(p, row)))
+                best.append((-row["tops"], row.get("l1_bytes", 0), Candidate(p, row)))
             best = sorted(best, key=lambda b: b[:2])[:top]
         if progress is not None:
             progress(done, n_chunks)

@@ -1,0 +1,135 @@
+"""The results store's API (the only code that speaks SQL), on SQLite and on PostgreSQL: a run
+claims a study, commits windows of trials with Optuna's journal, is served what is stored, and
+every read (frames, pages, the best, the list of studies, ladders, summaries) answers alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from dse.core import EvalResult, Status, UsageError, build_context, load_target
+from dse.storage import ResultStore, config_key, open_store
+from dse.storage.journal import SqlJournalBackend
+from dse.storage.runs import Measured, PendingTrial, Window
+
+MODEL = Measured("analytical", "9", "analytical")
+MEASURED = Measured("cpu", "9", "hardware")
+IDENTITY = {"target": "xdna2", "objectives": [["tops", "maximize"]]}
+
+
+class _Evaluator:
+    name, version, fidelity = MEASURED.name, MEASURED.version, MEASURED.fidelity
+
+
+@pytest.fixture
+def run(storage_url):
+    """A claimed study with one workload and 4 configs: (store, claim, workload id, configs)."""
+    store = open_store(storage_url)
+    ctx = build_context("xdna2", "int8-int8", "1024x1024x1024")
+    configs = [ctx.space.resolve({"m_ct": m, "k_ct": 64, "n_ct": 64, "k_mt": 64})
+               for m in (32, 64, 96, 60)]
+    claim = store.claim_study("s", IDENTITY, ctx.target, "me:1", 60)
+    workload_id, trials = store.open_workload(claim.study_id, {**ctx.workload.to_dict(),
+                                                                "space": ctx.space.name})
+    assert trials == 0
+    return store, claim, workload_id, configs
+
+
+def _window(store: ResultStore, claim, workload_id, configs, results, by=MODEL,
+            cached=None, first=0) -> Window:
+    keys = [config_key("xdna_gemm", c) for c in configs]
+    trials = [PendingTrial(workload_id, k, c, r, bool(cached and cached[i]), by)
+              for i, (k, c, r) in enumerate(zip(keys, configs, results, strict=True))]
+    return Window("s", claim.study_id, claim.target_id, "xdna_gemm", first, trials,
+                  SqlJournalBackend(store, claim.study_id), "me:1", 60, "host")
+
+
+def _results(configs) -> list[EvalResult]:
+    ok = [EvalResult(Status.OK, c, {"tops": 10.0 + i, "latency_s": 1.0 / (10 + i),
+                                    "l1_bytes": 1000 - i})
+          for i, c in enumerate(configs[:-1])]
+    return [*ok, EvalResult(Status.INFEASIBLE, configs[-1], reason="micro-tile: m_ct=60")]
+
+
+def test_a_claimed_study_is_leased_and_released(run):
+    store, claim, _, _ = run
+    target = load_target("xdna2")
+    with pytest.raises(UsageError, match="being run by me:1"):
+        store.claim_study("s", IDENTITY, target, "other:2", 60)
+    with pytest.raises(UsageError, match="different objectives"):
+        store.claim_study("s", {**IDENTITY, "objectives": []}, target, "me:1", 60)
+    store.renew_lease("s", "me:1", 60)
+    store.release("s", "me:1", "finished")
+    assert store.study_header("s")["status"] == "finished"
+    again = store.claim_study("s", IDENTITY, target, "other:2", 60)
+    assert (again.study_id, again.status_before) == (claim.study_id, "finished")
+
+
+def test_a_window_commits_trials_results_and_journal_together(run):
+    store, claim, workload_id, configs = run
+    results = _results(configs)
+    window = _window(store, claim, workload_id, configs, results)
+    window.journal.append_logs([{"op": 0}])
+    store.commit_window(window)
+    window.journal.mark_committed()
+    keys = [config_key("xdna_gemm", c) for c in configs]
+    assert store.stored_keys(claim.target_id, workload_id, "analytical", "9") == set(keys)
+    served = store.stored_results(claim.target_id, workload_id, keys, "analytical", "9")
+    assert [served[k].status for k in keys] == [r.status for r in results]
+    assert served[keys[0]].metrics["tops"] == 10.0
+    assert store.keys_with_trials(claim.study_id, workload_id, "analytical") == set(keys)
+    assert store.study_journal("s") == [{"op": 0}]
+    # a second window serving the same results adds trials, not evaluations
+    store.commit_window(_window(store, claim, workload_id, configs, results,
+                                cached=[True] * 4, first=4))
+    frame = store.load_trials("s")
+    assert list(frame["number"]) == list(range(8)) and frame["cached"].sum() == 4
+    assert set(frame.attrs["params"]) == set(configs[0]) and frame.attrs["space"] == "xdna_gemm"
+
+
+def test_reads_of_a_study(run):
+    store, claim, workload_id, configs = run
+    store.commit_window(_window(store, claim, workload_id, configs, _results(configs)))
+    version = store.study_version("s")
+    best = store.best("s", top=1)
+    assert list(best["tops"]) == [12.0] and store.has_study("s") and not store.has_study("t")
+    page = store.trial_page("s", where="status == 'ok'", sort="-tops", limit=2)
+    assert page.total == 3 and list(page.frame["tops"]) == [12.0, 11.0]
+    (listed,) = store.list_studies().to_dict("records")
+    assert (listed["study"], listed["trials"], listed["best"]) == ("s", 4, 12.0)
+    narrow = store.narrow_trials("s")
+    assert list(narrow["number"]) == [0, 1, 2, 3] and list(narrow.columns)[-1] == "tops"
+    assert list(store.trials_by_number("s", [2, 0])["number"]) == [2, 0]
+    assert store.common_reasons("s", workload_id) == [("infeasible", "micro-tile: m_ct=60", 1)]
+    assert store.study_spec("s") == IDENTITY
+    assert store.study_objectives("s") == [("tops", "maximize")]
+    assert store.workload_bodies({workload_id})[workload_id]["space"] == "xdna_gemm"
+    store.commit_window(_window(store, claim, workload_id, configs[:1], _results(configs)[:1],
+                                first=4))
+    assert store.study_version("s") != version
+    with pytest.raises(UsageError, match="no study 'missing'.*studies there: s"):
+        store.load_trials("missing")
+
+
+def test_ladder_rows_and_results_measured_elsewhere(run):
+    store, claim, workload_id, configs = run
+    store.commit_window(_window(store, claim, workload_id, configs, _results(configs)))
+    store.record_agreement(claim.study_id, workload_id, 1, "analytical", "cpu", 3, 1,
+                           {"spearman": 1.0, "kendall": 1.0, "top_k_overlap": 1.0})
+    (row,) = store.fidelity_report("s")
+    assert (row["cheaper"], row["dearer"], row["n"], row["spearman"]) == ("analytical", "cpu",
+                                                                         3, 1.0)
+    body = build_context("xdna2", "int8-int8", "1024x1024x1024").workload.to_dict()
+    measured = [EvalResult(Status.OK, configs[0], {"tops": 5.0, "latency_s": 0.2})]
+    added = store.ingest_results("s", _Evaluator(), [(body, "xdna_gemm", measured[0])],
+                                 {"host": "npu-box"})
+    assert added == {"evaluations": 1, "trials": 1, "differ": 0}
+    again = store.ingest_results("s", _Evaluator(), [(body, "xdna_gemm", measured[0])], {})
+    assert again == {"evaluations": 0, "trials": 0, "differ": 0}
+    frame = store.load_trials("s")
+    (cpu,) = frame[frame["evaluator"] == "cpu"].to_dict("records")
+    assert cpu["tops"] == 5.0 and cpu["host"] == "npu-box" and cpu["number"] == 4
+    store.put_results(load_target("xdna2"), body, "xdna_gemm",
+                      [(_Evaluator(), [EvalResult(Status.OK, configs[1], {"tops": 6.0})])])
+    key = config_key("xdna_gemm", configs[1])
+    assert store.stored_results(claim.target_id, workload_id, [key], "cpu",
+                                "9")[key].metrics == {"tops": 6.0}

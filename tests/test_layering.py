@@ -1,0 +1,24 @@
+"""The layering the import contracts in pyproject.toml state holds: dse imports no family,
+families import only the contract (dse.core), the contract imports nothing of the project, and
+only the store speaks SQL."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def lint_imports(*args: str, cwd: Path = ROOT,
+                 env: dict | None = None) -> subprocess.CompletedProcess:
+    """import-linter's command, from the venv the tests run in (``args``: config files)."""
+    command = [str(Path(sys.executable).with_name("lint-imports")), "--no-cache", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def test_the_import_contracts_are_kept():
+    done = lint_imports()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 kept, 0 broken" in done.stdout
