@@ -62,6 +62,12 @@ def test_the_family_tables_name_its_parameters(ctx):
     for c in ctx.space.calibratable:  # what dse calibrate refits: numbers of the target file
         assert dotted_value(ctx.target, c.dotted) > 0
         assert c.upper is None or c.upper > 0
+    model = families()[ctx.space.name].model
+    batch, _ = sample_configs(ctx, infeasible=0)
+    reported = set(model(batch, ctx.target, ctx.workload)) if model else set()
+    for metric, direction in ctx.space.objective_metrics.items():
+        assert direction in ("maximize", "minimize")
+        assert not model or metric in reported, f"the model does not report {metric}"
 
 
 def test_chunks_are_batches_of_every_parameter(ctx):

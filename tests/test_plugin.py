@@ -73,6 +73,16 @@ def test_the_family_is_listed_and_its_command_runs(installed, tmp_path):
     assert "tiny-npu" not in dse(bare, "targets", cwd=tmp_path).stdout
 
 
+def test_a_metric_of_the_family_is_an_objective(installed, tmp_path):
+    (tmp_path / "pareto.yaml").write_text(textwrap.dedent(STUDY).replace(
+        "name: tiny", "name: pareto").replace("sampler: tpe", "sampler: nsga2\n"
+                                              "objectives: [tops, ops_per_byte]"))
+    done = dse(installed, "run", "pareto.yaml", "--storage", "p.db", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    best = dse(installed, "best", "pareto", "--storage", "p.db", cwd=tmp_path)
+    assert best.returncode == 0 and re.search(r"tops\s+ops_per_byte", best.stdout), best.stdout
+
+
 def test_best_trials_balance_and_report(installed, study):
     folder, storage = study
     best = dse(installed, "best", "tiny", "--storage", storage, "--top", "3", cwd=folder)

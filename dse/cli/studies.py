@@ -48,15 +48,16 @@ def param_columns(frame: pd.DataFrame) -> list[str]:
 def cmd_run(args: argparse.Namespace) -> int:
     """``dse run``: run or resume a study file; prints a summary per workload (and what
     ``--offline`` wrote); 130 when interrupted."""
-    from dse.cli.progress import ProgressBars
-    from dse.study.runner import run_study
     from dse.study.spec import load_study
 
-    spec = load_study(args.study)
+    spec = load_study(args.study)  # a bad study file is refused before the rest loads
     if spec.ladder and args.trials is not None:
         raise UsageError("--trials sets a sampler's budget; a ladder's rungs have their own "
                          "(keep, and budget: {trials: N} on a rung)")
     spec = spec.with_overrides(trials=args.trials, workers=args.workers)
+    from dse.cli.progress import ProgressBars
+    from dse.study.runner import run_study
+
     store = open_store_of(args, "create", default=spec.storage)
     progress = ProgressBars()
     previous = signal.signal(signal.SIGTERM, _interrupt)  # kill, docker stop, Slurm: as Ctrl-C

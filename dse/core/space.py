@@ -102,6 +102,9 @@ class SearchSpace(ABC):
     time_parts: ClassVar[Mapping[str, str]] = {}
     # rules a study may add by name (space.constraints), each checked after the space's own
     optional_constraints: ClassVar[Mapping[str, Rule]] = {}
+    # metrics of the family's models a study may optimise beyond dse's standard ones, with
+    # the direction each is optimised in by default ("maximize" or "minimize")
+    objective_metrics: ClassVar[Mapping[str, str]] = {}
     # whether balance_procedure walks to a balance point (dse search --strategy paper)
     has_balance_procedure: ClassVar[bool] = False
 

@@ -13,7 +13,13 @@ from typing import Any
 
 from dse.core.errors import UsageError
 from dse.core.evaluator import EvalContext, Evaluator
-from dse.core.registry import build_context, build_evaluator, workload_from_dict
+from dse.core.registry import (
+    build_context,
+    build_evaluator,
+    evaluator_class,
+    evaluator_names,
+    workload_from_dict,
+)
 from dse.storage.frames import best_trials
 from dse.storage.keys import canonical_key, config_key
 from dse.storage.store import ResultStore
@@ -33,8 +39,9 @@ def _job(evaluator: Evaluator, params: dict[str, Any],
          ctx: EvalContext) -> dict[str, Any] | str:
     """The evaluator's job for the runner (its ``offline_job``), or why it cannot run."""
     if not evaluator.capabilities.offline:
+        offline = [n for n in evaluator_names() if evaluator_class(n).capabilities.offline]
         raise UsageError(f"evaluator {evaluator.name!r} does not run offline; use one of "
-                         "cpu, iron, triton")
+                         f"{', '.join(offline)}")
     return evaluator.offline_job(params, ctx)
 
 

@@ -233,7 +233,8 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
     evaluator = _plugin(r, data.get("evaluator", "analytical"), "evaluator", None)
     sampler = _plugin(r, data.get("sampler", "tpe"), "sampler",
                       (*registered("sampler"), EXHAUSTIVE))
-    objectives = _objectives(r, data.get("objectives", ["tops"]))
+    objectives = _objectives(r, data.get("objectives", ["tops"]),
+                             search_space_class(target.space).objective_metrics)
     budget_raw = r.mapping(data.get("budget", {}), "budget", ("trials", "time_s"))
     budget = Budget(
         trials=r.integer(budget_raw["trials"], "budget.trials", 1) if "trials" in budget_raw
@@ -418,16 +419,20 @@ def _plugin(r: _Reader, raw: Any, key: str, choices: tuple[str, ...] | None) -> 
     return PluginSpec(name, dict(options))
 
 
-def _objectives(r: _Reader, raw: Any) -> tuple[Objective, ...]:
+def _objectives(r: _Reader, raw: Any, family: Mapping[str, str]) -> tuple[Objective, ...]:
+    """The objectives: dse's standard metrics, and those the family's space adds (``family``:
+    metric -> its default direction)."""
+    maximize = (*MAXIMIZE, *(m for m, d in family.items() if d == "maximize"))
+    allowed = (*OBJECTIVE_METRICS, *(m for m in family if m not in OBJECTIVE_METRICS))
     items = raw if isinstance(raw, list) else [raw]
     out = []
     for i, item in enumerate(items):
         key = f"objectives[{i}]"
         if isinstance(item, str):
-            metric = r.choice(item, key, OBJECTIVE_METRICS)
-            direction = "maximize" if metric in MAXIMIZE else "minimize"
+            metric = r.choice(item, key, allowed)
+            direction = "maximize" if metric in maximize else "minimize"
         else:
-            pair = r.mapping(item, key, OBJECTIVE_METRICS)
+            pair = r.mapping(item, key, allowed)
             if len(pair) != 1:
                 raise r.fail(key, item, "expected one 'metric: maximize|minimize' pair")
             metric, direction = next(iter(pair.items()))

@@ -1,4 +1,4 @@
-"""The Ascend target: chip constants and bandwidth rules of thumb (``dse/targets/ascend-*.toml``)
+"""The Ascend target: chip constants and bandwidth rules of thumb (``targets/ascend-*.toml``)
 and the quantities the branch rules derive from them."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""NVIDIA GPU targets for Triton GEMMs (``dse/targets/h100.toml``, ``h200.toml``), and reading
-the same constants from the device when one is present."""
+"""NVIDIA GPU targets for Triton GEMMs (``targets/h100.toml``, ``h200.toml``), and reading the
+same constants from the device when one is present."""
 
 from __future__ import annotations
 

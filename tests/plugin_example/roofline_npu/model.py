@@ -28,6 +28,7 @@ def score(b: ConfigBatch, target: RooflineTarget, w: GemmWorkload) -> dict[str, 
     latency = np.maximum(t_comp, t_mem)
     return {"tops": 2.0 * w.macs / latency / 1e12, "latency_s": latency, "t_comp_s": t_comp,
             "t_mem_s": t_mem, "bound": np.where(t_comp >= t_mem, "compute", "memory"),
-            "balance": t_comp / t_mem, "l1_bytes": sram_bytes(b, dt.in_bytes, dt.out_bytes),
+            "balance": t_comp / t_mem, "ops_per_byte": 2.0 * w.macs / dram,
+            "l1_bytes": sram_bytes(b, dt.in_bytes, dt.out_bytes),
             "dram_bytes": dram, "dram_bytes_a": a_bytes.astype(np.float64),
             "dram_bytes_b": b_bytes.astype(np.float64), "dram_bytes_c": c_bytes}

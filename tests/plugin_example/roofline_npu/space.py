@@ -49,6 +49,7 @@ class RooflineSpace(SearchSpace):
     required = TILES
     kernel_keys = TILES
     calibratable = (Calibratable("memory", "dram_bytes_per_s"),)
+    objective_metrics = {"ops_per_byte": "maximize"}  # the model's arithmetic intensity
 
     def __init__(self, target: RooflineTarget, workload: GemmWorkload,
                  extra_constraints: Sequence[str] = ()) -> None:
