@@ -20,6 +20,14 @@ def crash(**_: object) -> RunOutput:
     raise RuntimeError("device lost")
 
 
+def die(**_: object) -> RunOutput:
+    """The process ends in the middle of a run, as a segfaulting kernel or the OOM killer
+    ends it."""
+    import os
+
+    os._exit(11)
+
+
 def steady(seconds: float = 0.01) -> RunOutput:
     return RunOutput(seconds, True)
 

@@ -27,6 +27,16 @@ def test_compare_ranks_and_stores(tmp_path):
     assert by_fidelity == {"analytical": 15, "simulator": 15}
 
 
+def test_compare_refuses_bad_input_before_creating_a_database(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for target in ("nosuch", "h100"):
+        assert main(["compare", "--target", target, "--dtype", "bf16", "--shape",
+                     "512x512x512"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown target 'nosuch'" in err and "h100 is a triton_gemm target" in err
+    assert not (tmp_path / "dse.db").exists()
+
+
 def test_reasons():
     base = {"latency_s": 1.0, "stall_bds_s": 0.0, "t_bd_setup_s": 0.0, "stall_inputs_s": 0.0,
             "stall_c_drain_s": 0.0, "bound": "compute"}

@@ -9,7 +9,7 @@ from typing import ClassVar
 import pytest
 
 from dse.cli import main
-from dse.core import EvalResult, Evaluator, EvaluatorError, Status
+from dse.core import EvalResult, Evaluator, EvaluatorError, Status, batch_len
 from dse.core.registry import register, unregister
 from dse.storage import open_store
 from dse.study.pool import _remote_evaluate
@@ -26,17 +26,23 @@ budget: {{trials: 12}}
 
 
 class Buggy(Evaluator):
-    """The analytical model behind an evaluator with a bug that can be fixed."""
+    """The analytical model behind an evaluator with a bug that can be fixed; the bug shows
+    after ``good`` calls."""
 
     name: ClassVar[str] = "buggy"
     version: ClassVar[str] = "1"
     fidelity: ClassVar[str] = "simulator"
     spaces: ClassVar[tuple[str, ...]] = ("xdna_gemm",)
     broken: ClassVar[bool] = True
+    good: ClassVar[int] = 0
+    calls: ClassVar[int] = 0
+    evaluated: ClassVar[int] = 0  # configs of the calls before the bug
 
     def evaluate_feasible(self, batch, ctx):
-        if type(self).broken:
+        type(self).calls += 1
+        if type(self).broken and type(self).calls > type(self).good:
             return [{"not": "a result"}[0]]  # a KeyError: the bug
+        type(self).evaluated += batch_len(batch)
         return AnalyticalEvaluator().evaluate_feasible(batch, ctx)
 
 
@@ -55,7 +61,7 @@ class DeviceLost(Evaluator):
 
 @pytest.fixture
 def registered():
-    Buggy.broken = True
+    Buggy.broken, Buggy.good, Buggy.calls, Buggy.evaluated = True, 0, 0, 0
     register("evaluator", "buggy", Buggy)
     register("evaluator", "device-lost", DeviceLost)
     yield
@@ -87,6 +93,15 @@ def test_a_bug_stops_the_study_and_nothing_of_it_is_served_after_the_fix(registe
     frame = store.load_trials("bug")
     assert len(frame) == 12 and not frame["cached"].any()
     assert set(frame["status"]) <= {"ok", "infeasible"} and (frame["status"] == "ok").any()
+
+
+def test_what_finished_before_a_bug_is_kept(registered, tmp_path, capsys):
+    storage = str(tmp_path / "r.db")
+    Buggy.good = 3  # three rounds evaluate, the fourth hits the bug
+    assert main(["run", _study(tmp_path, "late", "buggy"), "--storage", storage]) == 1
+    frame = open_store(storage).load_trials("late")
+    evaluated = frame[(frame["status"] == "ok") & ~frame["cached"]]
+    assert len(evaluated) == Buggy.evaluated > 0 and len(frame) < 12  # kept, then stopped
 
 
 def test_a_declared_failure_is_a_result(registered, tmp_path, capsys):

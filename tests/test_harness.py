@@ -45,6 +45,13 @@ def test_a_run_that_raises_gets_a_fresh_worker_next(worker):
     assert measure(worker, "tests.hw_backends:pid", {}, once, "test").times[0] != before
 
 
+def test_a_process_that_dies_in_a_run_is_a_failed_run_not_a_bug(worker):
+    once = MeasureSettings(warmup=0, min_repeats=1, max_repeats=1)
+    died = measure(worker, "tests.hw_backends:die", {}, once, "test")
+    assert died.status is Status.FAILED and "the worker process died (exit code 11)" in died.reason
+    assert measure(worker, "tests.hw_backends:steady", {}, once, "test").status is Status.OK
+
+
 def test_repeats_until_the_spread_settles(worker):
     settings = MeasureSettings(warmup=2, min_repeats=4, max_repeats=9, target_spread=0.5)
     m = measure(worker, "tests.hw_backends:steady", {"seconds": 0.01}, settings, "test")

@@ -343,3 +343,14 @@ def test_ingest_keeps_the_study_constants_when_the_target_file_changed(tmp_path,
     assert main(["ingest", str(results), "--storage", storage]) == 0
     with ResultStore(storage).session() as s:
         assert len(s.scalars(select(m.EvaluationRow.target_id).distinct()).all()) == 1
+
+
+def test_the_runner_names_a_configs_file_of_an_older_dse(tmp_path):
+    path, results = tmp_path / "configs.json", tmp_path / "results.json"
+    path.write_text(json.dumps({"format": "dse-configs/1", "study": "s", "target": "cpu",
+                                "evaluator": {"name": "cpu"}, "configs": [
+                                    {"id": "x", "workload": {}, "params": {},
+                                     "job": {"kind": "cpu", "M": 16}}]}))
+    done = subprocess.run([sys.executable, str(RUNNER), str(path), str(results)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "written by an older dse" in done.stderr

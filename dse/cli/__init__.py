@@ -9,6 +9,7 @@ Exit status: 0 success, 1 a configuration is infeasible (or failed) or an evalua
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -21,14 +22,21 @@ GROUPS = ("dse.cli.problem", "dse.cli.studies", "dse.cli.analysis", "dse.cli.off
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``dse`` argument parser: every command, the registered groups' included."""
-    from dse.core.registry import command_adders
+    from dse.core.errors import DseError
+    from dse.core.registry import load, registered
 
     parser = argparse.ArgumentParser(prog="dse", description="GEMM design-space exploration")
     sub = parser.add_subparsers(dest="command", required=True)
     for group in GROUPS:
         import_module(group).add_commands(sub)
-    for add_commands in command_adders():  # target families' own commands (dse ascend ...)
-        add_commands(sub)
+    for name in registered("command group"):  # target families' own (dse ascend ...)
+        try:
+            load("command group", name)(sub)
+        except DseError:
+            raise
+        except Exception as exc:  # a plug-in's commands clash or break: say whose
+            raise DseError(f"the command group {name!r} cannot add its commands: "
+                           f"{type(exc).__name__}: {exc}") from exc
     return parser
 
 
@@ -76,6 +84,7 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
 
             refuse_database_as_out(args.out, getattr(args, "storage", None))
         args.store = open_store_of(args)
+        args.open_store = functools.partial(open_store_of, args)  # for a deferred store
         return func(args)
     except DseError as exc:
         print(f"dse: error: {exc}", file=sys.stderr)

@@ -48,11 +48,13 @@ def _load_configs(path: str) -> list[dict[str, Any]]:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``dse evaluate``: score the ``--param`` config (or each of ``--configs``) and print status,
     params and metrics (or JSON); 1 when any is not ok."""
+    from dse.core.evaluator import require_fits
     from dse.core.registry import build_context, build_evaluator
     from dse.core.results import Status
 
     ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
     evaluator = build_evaluator(args.evaluator, backend_options(args.option))
+    require_fits(evaluator, ctx)
     problem = evaluator.unavailable()
     if problem:
         raise UsageError(f"evaluator {evaluator.name!r} cannot run here: {problem}")
@@ -131,17 +133,21 @@ def _progress_printer() -> Callable[[int, int], None]:
 def cmd_search(args: argparse.Namespace) -> int:
     """``dse search``: the exhaustive search or the family's balance procedure (``paper``) over
     one GEMM's space; prints the best configurations (or JSON), 1 when none is feasible."""
+    from dse.core.evaluator import require_fits
     from dse.core.registry import build_context, build_evaluator
     from dse.study.search import exhaustive
 
     ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
     evaluator = build_evaluator(args.evaluator)
+    require_fits(evaluator, ctx)
     fix = name_values(args.fix, "--fix")
     if args.strategy == "paper":
         if args.free:
             raise UsageError("--free applies to --strategy exhaustive only")
-        outcome = ctx.space.balance_procedure(evaluator, fix=fix, start=args.start,
-                                              k_mt_target=args.k_mt, patience=args.patience)
+        given = {"start": args.start, "k_mt_target": args.k_mt,
+                 "patience": args.patience if args.patience != PAPER_PATIENCE else None}
+        outcome = ctx.space.balance_procedure(
+            evaluator, fix=fix, **{k: v for k, v in given.items() if v is not None})
     else:
         if args.start or args.k_mt or args.patience != PAPER_PATIENCE:
             raise UsageError("--start, --k-mt and --patience apply to --strategy paper only")

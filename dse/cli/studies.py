@@ -25,11 +25,17 @@ RUNNER = Path(__file__).parents[1] / "offline" / "runner.py"
 
 
 def kernel_keys(frame: pd.DataFrame) -> tuple[str, ...]:
-    """The parameters that name a config (its tile sizes) in the family of a trials frame."""
+    """The parameters that name a config (its tile sizes) in the family of a trials frame; none
+    when that family is not installed here (a study another machine ran into a shared
+    database)."""
+    from dse.core.errors import DseError
     from dse.core.registry import search_space_class
 
     space = frame.attrs.get("space")
-    return search_space_class(space).kernel_keys if space else ()
+    try:
+        return search_space_class(space).kernel_keys if space else ()
+    except DseError:
+        return ()
 
 
 def objective_columns(frame: pd.DataFrame) -> list[str]:

@@ -28,8 +28,8 @@ _EXPORTS: dict[str, str] = {
                      "check_keys", "digest_of", "dotted_value", "family_sections",
                      "rewrite_toml", "scalar", "with_dotted"), "target"),
     **dict.fromkeys(("FIDELITIES", "Capabilities", "EvalContext", "EvaluationFailed",
-                     "Evaluator", "EvaluatorError", "failed_results", "run_feasible",
-                     "score_batch"), "evaluator"),
+                     "Evaluator", "EvaluatorError", "failed_results", "require_fits",
+                     "run_feasible", "score_batch"), "evaluator"),
     **dict.fromkeys(("Candidate", "SearchOutcome"), "outcome"),
     **dict.fromkeys(("Family", "Model"), "family"),
     **dict.fromkeys(("available_targets", "build_context", "build_evaluator", "evaluator_class",
@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         Evaluator,
         EvaluatorError,
         failed_results,
+        require_fits,
         run_feasible,
         score_batch,
     )

@@ -3,8 +3,10 @@
 A group is a function ``add_commands(subparsers)`` that adds its parsers, each with
 ``set_defaults(func=...)``; ``func(args)`` returns the exit status. A command that stores or
 reads results calls :func:`add_storage_option`: the ``dse`` command line then opens the store
-once, before the command runs, and passes it as ``args.store``. Keep the module light (no
-NumPy at import): ``dse --help`` imports every group.
+once, before the command runs, and passes it as ``args.store`` (a command whose store is
+``deferred`` calls ``args.open_store("create")`` or ``args.open_store("existing")`` itself, once
+its own input is checked). Keep the module light (no NumPy at import): ``dse --help`` imports
+every group.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ def add_storage_option(parser: argparse.ArgumentParser, mode: str = "existing",
 
     ``mode``: ``existing`` (a command that reads: a database that does not exist, or holds no
     dse tables, is refused rather than created), ``create`` (one that writes results) or
-    ``deferred`` (the command checks its own input first, then opens the store itself)."""
+    ``deferred`` (the command checks its own input first, then opens the store with
+    ``args.open_store(mode)``)."""
     if mode not in STORE_MODES:
         raise ValueError(f"storage mode {mode!r} is not one of {', '.join(STORE_MODES)}")
     default = help_default or f"./{DEFAULT_STORAGE}"

@@ -144,6 +144,13 @@ class Evaluator(ABC):
         raise NotImplementedError(f"evaluator {self.name!r} reads no raw output")
 
 
+def require_fits(evaluator: Evaluator, ctx: EvalContext) -> None:
+    """Refuse an evaluator that cannot score the configs of ``ctx``'s search space."""
+    if ctx.space.name not in evaluator.spaces:
+        raise UsageError(f"evaluator {evaluator.name!r} measures {', '.join(evaluator.spaces)} "
+                         f"configs, not {ctx.space.name} ones (target {ctx.target.name})")
+
+
 def failed_results(batch: ConfigBatch, ctx: EvalContext, error: str) -> list[EvalResult]:
     """A failed result with reason ``error`` for every config of ``batch``."""
     return [EvalResult(Status.FAILED, p, reason=error) for p in ctx.space.decode(batch)]
@@ -156,7 +163,9 @@ def run_feasible(evaluator: Evaluator, batch: ConfigBatch, ctx: EvalContext) -> 
     raised as :class:`EvaluatorError` with its traceback."""
     try:
         return evaluator.evaluate_feasible(batch, ctx)
-    except (EvaluationFailed, *evaluator.expected_errors) as exc:
+    except EvaluationFailed as exc:  # its message is the reason
+        return failed_results(batch, ctx, str(exc))
+    except evaluator.expected_errors as exc:
         return failed_results(batch, ctx, f"{type(exc).__name__}: {exc}")
     except DseError:
         raise

@@ -13,6 +13,7 @@ import functools
 import hashlib
 import importlib
 import inspect
+import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
@@ -87,17 +88,19 @@ def load(kind: str, name: str) -> Any:
     points = _entry_points(kind)
     if name in _registered[kind]:
         value = _registered[kind][name]
-        found = _import(value) if isinstance(value, str) else value
+        reference, loader = str(value), (lambda: _import(value) if isinstance(value, str)
+                                         else value)
     elif name in points:
-        try:
-            found = points[name].load()
-        except Exception as exc:  # a broken plug-in package: say which
-            raise DseError(f"the {kind} {name!r} ({points[name].value}) cannot be loaded: "
-                           f"{type(exc).__name__}: {exc}") from exc
+        reference, loader = points[name].value, points[name].load
     else:
         valid = ", ".join(registered(kind)) or ("none: is dse installed (pip install -e .)? "
                                                 "its own are registered by its package metadata")
         raise UsageError(f"unknown {kind} {name!r}; valid: {valid}")
+    try:
+        found = loader()
+    except Exception as exc:  # a broken plug-in package: say which
+        raise DseError(f"the {kind} {name!r} ({reference}) cannot be loaded: "
+                       f"{type(exc).__name__}: {exc}") from exc
     _loaded[(kind, name)] = found
     return found
 
@@ -120,8 +123,20 @@ def family(name: str) -> Family:
 
 
 def families() -> dict[str, Family]:
-    """Every registered target family by name."""
-    return {name: family(name) for name in registered("target family")}
+    """Every registered target family by name; one that cannot be loaded (a broken plug-in
+    package) is left out, with a warning, so the others still work."""
+    out = {}
+    for name in registered("target family"):
+        try:
+            out[name] = family(name)
+        except DseError as exc:
+            if name not in _warned:
+                _warned.add(name)
+                print(f"dse: warning: {exc}", file=sys.stderr)
+    return out
+
+
+_warned: set[str] = set()  # broken families already named
 
 
 def search_space_class(name: str) -> type[SearchSpace]:

@@ -172,7 +172,13 @@ class SearchSpace(ABC):
     def balance_procedure(self, evaluator: Evaluator, fix: Mapping[str, Any] | None = None,
                           **options: Any) -> SearchOutcome:
         """The family's own walk to the balance point (``dse search --strategy paper`` and the
-        path ``dse balance`` shows); ``outcome.steps`` lists each step's config and metrics."""
+        path ``dse balance`` shows), scored by ``evaluator``, with ``fix`` pinning parameters.
+
+        ``options`` are those the user gave (``dse search``'s ``start``, ``k_mt_target``,
+        ``patience``); a family refuses one it does not know with a :class:`UsageError`.
+        ``outcome.top`` holds the balanced config; ``outcome.steps`` one dict per step: the
+        step's parameters (its kernel keys at least) and ``step`` (its index), ``shape`` (the
+        workload it was scored at), ``tops``, ``t_comp_s``, ``t_mem_s`` and ``bound``."""
         raise UsageError(f"the {self.name} space has no balance procedure (the paper's "
                          "procedure walks XDNA kernels)")
 

@@ -61,7 +61,8 @@ def digest_of(constants: Mapping[str, Any]) -> str:
 
 class TargetConstants:
     """What every dataclass target shares: its constants as a dict (without the file's path),
-    their digest, edited copies; no occupancy and no roofline unless the family says."""
+    their digest, edited copies; no compute units, occupancy or roofline unless the family
+    says."""
 
     dtypes: tuple[str, ...]
 
@@ -73,6 +74,9 @@ class TargetConstants:
 
     def digest(self) -> str:
         return digest_of(self.to_dict())
+
+    def compute_units(self) -> tuple[str, float | None]:
+        return "-", None
 
     def occupancy(self, values: Mapping[str, float]) -> list[tuple[str, float, float, str]]:
         return []

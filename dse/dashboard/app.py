@@ -46,64 +46,76 @@ def create_app(storage: ResultStore | str | None, warm: bool = False) -> Flask:
     their first visit does not wait for it."""
     app = Flask(__name__)
     store = open_store(storage)
-    cache = SummaryCache()
+    pages = _Pages(store, SummaryCache())
     if warm:
-        threading.Thread(target=_warm, args=(store, cache), daemon=True).start()
+        threading.Thread(target=_warm, args=(store, pages.cache), daemon=True).start()
     app.jinja_env.filters["fmt"] = _cell
     app.jinja_env.globals["storage"] = store.safe_url
+    app.register_error_handler(UsageError, _usage_error)
+    app.register_error_handler(404, _not_found)
+    for rule, endpoint in (("/assets/plotly.min.js", "plotly_js"), ("/", "index"),
+                           ("/study/<path:name>", "study"), ("/trials/<path:name>", "trials"),
+                           ("/config/<int:number>/<path:name>", "config"),
+                           ("/timeline/<int:number>/<path:name>", "timeline"),
+                           ("/compare", "compare")):
+        app.add_url_rule(rule, endpoint, getattr(pages, endpoint), methods=["GET"])
+    return app
 
-    @app.errorhandler(UsageError)
-    def usage_error(exc: UsageError) -> tuple[str, int]:
-        return render_template("error.html", message=str(exc)), 400
 
-    @app.errorhandler(404)
-    def not_found(exc: HTTPException) -> tuple[str, int]:
-        return render_template("error.html", message=exc.description), 404
+def _usage_error(exc: UsageError) -> tuple[str, int]:
+    return render_template("error.html", message=str(exc)), 400
 
-    def summary_of(name: str) -> StudySummary:
-        if not store.has_study(name):
-            abort(404, f"no study {name!r} in {store.safe_url}")
-        return cache.get(store, name)
 
-    def trial_of(name: str, number: int) -> pd.Series:
+def _not_found(exc: HTTPException) -> tuple[str, int]:
+    return render_template("error.html", message=exc.description), 404
+
+
+class _Pages:
+    """The dashboard's pages over one store, its study summaries cached."""
+
+    def __init__(self, store: ResultStore, cache: SummaryCache) -> None:
+        self.store, self.cache = store, cache
+
+    def summary_of(self, name: str) -> StudySummary:
+        if not self.store.has_study(name):
+            abort(404, f"no study {name!r} in {self.store.safe_url}")
+        return self.cache.get(self.store, name)
+
+    def trial_of(self, name: str, number: int) -> pd.Series:
         if number > MAX_ROW:  # beyond what SQL integers hold: no such trial
             abort(404, f"study {name!r} has no trial {number}")
-        frame = store.trials_by_number(name, [number])
+        frame = self.store.trials_by_number(name, [number])
         if frame.empty:
             abort(404, f"study {name!r} has no trial {number}")
         return frame.iloc[0]
 
-    @app.get("/assets/plotly.min.js")
-    def plotly_js() -> Response:
+    def plotly_js(self) -> Response:
         response = Response(_plotly_js(), mimetype="application/javascript")
         response.cache_control.max_age = 86400
         return response
 
-    @app.get("/")
-    def index() -> str:
-        studies = store.list_studies()
+    def index(self) -> str:
+        studies = self.store.list_studies()
         return render_template("index.html", studies=studies.to_dict("records"),
                                names=list(studies["study"]))
 
-    @app.get("/study/<path:name>")
-    def study(name: str) -> str:
-        summary = summary_of(name)
+    def study(self, name: str) -> str:
+        summary = self.summary_of(name)
         if "sections" not in summary.rendered:  # drawn once per version of the study
             summary.rendered["sections"] = [_workload_views(summary, w)
                                             for w in summary.workloads]
         sections = summary.rendered["sections"]
         return render_template("study.html", s=summary, sections=sections, plotly=True)
 
-    @app.get("/trials/<path:name>")
-    def trials(name: str) -> tuple[str, int] | str:
-        summary = summary_of(name)
+    def trials(self, name: str) -> tuple[str, int] | str:
+        summary = self.summary_of(name)
         where = request.args.get("where", "").strip()
         sort = request.args.get("sort", _default_sort(summary))
         limit = _int_arg("limit", 50, 1, 1000)
         page_number = _int_arg("page", 1, 1, MAX_ROW // 1000)
         try:
-            page = store.trial_page(name, where=where or None, sort=sort,
-                                    offset=(page_number - 1) * limit, limit=limit)
+            page = self.store.trial_page(name, where=where or None, sort=sort,
+                                         offset=(page_number - 1) * limit, limit=limit)
         except UsageError as exc:
             return render_template("trials.html", s=summary, table=None, error=str(exc),
                                    where=where, sort=sort, limit=limit), 400
@@ -114,10 +126,9 @@ def create_app(storage: ResultStore | str | None, warm: bool = False) -> Flask:
         return render_template("trials.html", s=summary, error=None, where=where, sort=sort,
                                limit=limit, table=_table_view(summary, page, where, sort))
 
-    @app.get("/config/<int:number>/<path:name>")
-    def config(number: int, name: str) -> str:
-        summary = summary_of(name)
-        row = trial_of(name, number)
+    def config(self, number: int, name: str) -> str:
+        summary = self.summary_of(name)
+        row = self.trial_of(name, number)
         workload = summary.workload_of(row)
         figures = [config_view.occupancy_figure(summary.target, row),
                    config_view.dram_figure(row, workload),
@@ -131,26 +142,22 @@ def create_app(storage: ResultStore | str | None, warm: bool = False) -> Flask:
             figures=[figure_html(f) for f in figures if f is not None],
             timeline=_has_timeline(row), plotly=True)
 
-    @app.get("/timeline/<int:number>/<path:name>")
-    def timeline(number: int, name: str) -> Response:
-        summary = summary_of(name)
-        row = trial_of(name, number)
+    def timeline(self, number: int, name: str) -> Response:
+        summary = self.summary_of(name)
+        row = self.trial_of(name, number)
         if not _has_timeline(row):
             abort(404, f"trial {number} of {name!r} was not simulated")
         return Response(_simulate_timeline(summary, row), mimetype="application/json",
                         headers={"Content-Disposition": "attachment; filename="
                                  f"\"{name}-trial-{number}-timeline.json\""})
 
-    @app.get("/compare")
-    def compare() -> str:
-        names = list(store.list_studies()["study"])
+    def compare(self) -> str:
+        names = list(self.store.list_studies()["study"])
         chosen = [request.args.get(k, "") for k in ("a", "b")]
-        summaries = [summary_of(n) for n in chosen if n]
+        summaries = [self.summary_of(n) for n in chosen if n]
         return render_template("compare.html", names=names, chosen=chosen,
                                summaries=summaries, figures=_compare_figures(summaries),
                                plotly=bool(summaries))
-
-    return app
 
 
 def _warm(store: ResultStore, cache: SummaryCache) -> None:

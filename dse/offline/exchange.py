@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dse.core.errors import UsageError
-from dse.core.evaluator import EvalContext, Evaluator
+from dse.core.evaluator import EvalContext, Evaluator, require_fits
 from dse.core.registry import (
     build_context,
     build_evaluator,
@@ -26,13 +26,6 @@ from dse.storage.store import ResultStore
 
 CONFIGS_FORMAT = "dse-configs/1"
 RESULTS_FORMAT = "dse-results/1"
-
-
-def require_fits(evaluator: Evaluator, ctx: EvalContext) -> None:
-    """Refuse an evaluator that cannot measure the configs of ``ctx``'s search space."""
-    if ctx.space.name not in evaluator.spaces:
-        raise UsageError(f"evaluator {evaluator.name!r} measures {', '.join(evaluator.spaces)} "
-                         f"configs, not {ctx.space.name} ones (target {ctx.target.name})")
 
 
 def _job(evaluator: Evaluator, params: dict[str, Any],

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from dse.core.errors import DseError, UsageError, read_json
-from dse.core.evaluator import EvalContext, Evaluator
+from dse.core.evaluator import EvalContext, Evaluator, require_fits
 from dse.core.registry import build_context, build_evaluator, workload_from_dict
 from dse.core.results import EvalResult, Status
-from dse.offline.exchange import RESULTS_FORMAT, require_fits
+from dse.offline.exchange import RESULTS_FORMAT
 from dse.storage.keys import canonical_key, config_key
 from dse.storage.store import ResultStore
 

@@ -269,10 +269,14 @@ def _load(configs_path: str, results_path: str) -> dict[str, Any]:
             exported = json.load(handle)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{configs_path}: cannot read the configs file: {exc}") from None
-    if not isinstance(exported, dict) or not isinstance(exported.get("configs"), list) \
+    jobs = exported.get("configs") if isinstance(exported, dict) else None
+    if isinstance(jobs, list) and any(isinstance(c, dict) and isinstance(c.get("job"), dict)
+                                      and c["job"].get("kind") == "cpu" for c in jobs):
+        raise ValueError(f"{configs_path}: its CPU jobs (kind 'cpu') were written by an older "
+                         "dse; export the configs again with this one")
+    if not isinstance(jobs, list) \
             or not all(isinstance(c, dict) and isinstance(c.get("job"), dict)
-                       and c["job"].get("kind") in (*RUNNERS, "python")
-                       for c in exported["configs"]):
+                       and c["job"].get("kind") in (*RUNNERS, "python") for c in jobs):
         raise ValueError(f"{configs_path}: not a configs file written by dse (a list "
                          "'configs' of jobs of kind command or python)")
     return exported

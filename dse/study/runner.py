@@ -26,7 +26,7 @@ import optuna
 
 import dse
 from dse.core.errors import UsageError
-from dse.core.evaluator import EvalContext, Evaluator
+from dse.core.evaluator import EvalContext, Evaluator, EvaluatorError
 from dse.core.params import ConfigBatch, batch_take
 from dse.core.registry import build_evaluator, load_target, search_space_class
 from dse.core.results import EvalResult, Status
@@ -178,6 +178,10 @@ class StudyRunner:
         except KeyboardInterrupt:
             status = "interrupted"
             self.recorder.flush()
+        except EvaluatorError:  # what finished before the bug is kept; the bug's batch is not
+            status = "failed"
+            self.recorder.flush()
+            raise
         except BaseException:
             status = "failed"
             raise
@@ -208,6 +212,7 @@ class StudyRunner:
             run_exhaustive(self, run)
         else:
             run_sampler(self, run)
+        self._feasible.pop(workload, None)  # a workload runs once: its configs are done with
         return run.summary
 
     # -- the port (dse.study.port.Port) -------------------------------------------------------

@@ -15,6 +15,7 @@ from dse.core import (
     EvalResult,
     Evaluator,
     Status,
+    UsageError,
     metrics_row,
 )
 from dse.core.registry import analytical_spaces, family
@@ -44,7 +45,9 @@ class AnalyticalEvaluator(Evaluator):
 
     def score(self, batch: ConfigBatch, ctx: EvalContext) -> dict[str, np.ndarray]:
         model = family(ctx.space.name).model
-        assert model is not None, f"the {ctx.space.name} family has no analytical model"
+        if model is None:
+            raise UsageError(f"the {ctx.space.name} family has no analytical model: evaluate "
+                             "its configs with one of its own evaluators")
         return model(batch, ctx.target, ctx.workload)
 
     def evaluate_feasible(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:

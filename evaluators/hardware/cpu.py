@@ -89,8 +89,10 @@ class CpuEvaluator(Evaluator):
         job = {"M": w.M, "K": w.K, "N": w.N, "mc": params["mc"], "kc": params["kc"],
                "nc": params["nc"], "pack_a": params["pack_a"] == "yes",
                "pack_b": params["pack_b"] == "yes", "seed": self.seed}
+        # a call a config: the runner's time limit and its results file then go config by
+        # config (there is no compilation for a batch to share)
         return {"kind": "python", "source": Path(inspect.getfile(cpu_kernel)).read_text(),
-                "entry": "offline_run", "batch": "jobs", "args": {"jobs": [job]}}
+                "entry": "offline_run", "args": {"jobs": [job]}}
 
     def close(self) -> None:
         if self._worker is not None:

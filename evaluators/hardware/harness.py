@@ -108,14 +108,21 @@ class Worker:
         self._conn = parent
 
     def run(self, target: str, job: dict[str, Any], timeout_s: float) -> tuple[str, Any]:
-        """("ok", RunOutput) | ("error", traceback) | ("timeout", None)."""
+        """("ok", RunOutput) | ("error", traceback or why the process died) | ("timeout",
+        None). A process that dies during the run (a crashing kernel, the OOM killer) is an
+        error of the run: the next run gets a fresh one."""
         if self._process is None or not self._process.is_alive():
             self._start()
-        self._conn.send((target, job))
-        if not self._conn.poll(timeout_s):
+        try:
+            self._conn.send((target, job))
+            if not self._conn.poll(timeout_s):
+                self.kill()
+                return "timeout", None
+            return self._conn.recv()
+        except (EOFError, OSError):  # the pipe closed: the process is gone
+            code = self._process.exitcode if self._process is not None else None
             self.kill()
-            return "timeout", None
-        return self._conn.recv()
+            return "error", f"the worker process died (exit code {code})"
 
     def kill(self) -> None:
         if self._process is not None:

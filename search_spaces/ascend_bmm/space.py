@@ -197,7 +197,7 @@ class AscendBmmSpace(SearchSpace):
     name = "ascend_bmm"
     workload_kind = "bmm"
     # the branch, the L0 tile and a core's block
-    kernel_keys = ("branch", "base_m", "base_k", "base_n", "single_core_m", "k_l1", "single_core_n")
+    kernel_keys = ("branch", *TILES, *BLOCKS)
     tile_axes = ("single_core_m", "single_core_n", "k_l1")
     time_parts = TIME_PARTS
 
@@ -216,11 +216,12 @@ class AscendBmmSpace(SearchSpace):
     def describe(self, params: Mapping[str, Any]) -> str:
         """The branch, the L0 tile and a core's block, e.g. ``asw L0 128x64x256 block
         512x256x256``."""
-        keys = self.kernel_keys
-        if not all(k in params for k in keys):
+        if not all(k in params for k in self.kernel_keys):
             return super().describe(params)
-        return (f"{params['branch']} L0 " + "x".join(str(params[k]) for k in keys[1:4])
-                + " block " + "x".join(str(params[k]) for k in keys[4:]))
+        return (f"{params['branch']} L0 " + "x".join(str(params[k]) for k in
+                                                     ("base_m", "base_k", "base_n"))
+                + " block " + "x".join(str(params[k]) for k in
+                                       ("single_core_m", "k_l1", "single_core_n")))
 
     def what_if_knobs(self) -> dict[str, Callable[[float], AscendTarget]]:
         """GM bandwidth, L1 size and the clock (the Cube's rates scale with it) by a factor."""

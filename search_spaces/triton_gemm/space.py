@@ -23,7 +23,7 @@ class TritonGemmSpace(SearchSpace):
 
     name = "triton_gemm"
     required = BLOCKS
-    kernel_keys = ("BLOCK_M", "BLOCK_K", "BLOCK_N")
+    kernel_keys = BLOCKS
     tile_axes = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
     # the GPU model's assumptions (targets/h100.toml, h200.toml: [model]); the launch cost too,
     # which a decode-like GEMM's few microseconds cannot hide; shares of a peak stay at most 1
@@ -42,6 +42,12 @@ class TritonGemmSpace(SearchSpace):
 
     def defaults(self) -> dict[str, Any]:
         return {"num_stages": 3, "num_warps": 4, "GROUP_M": 8, "SPLIT_K": 1}
+
+    def describe(self, params: Mapping[str, Any]) -> str:
+        """The block written M x K x N, as GEMM sizes are, e.g. ``128x64x256``."""
+        if not all(k in params for k in BLOCKS):
+            return super().describe(params)
+        return "x".join(str(params[k]) for k in ("BLOCK_M", "BLOCK_K", "BLOCK_N"))
 
     def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """As for every space; GROUP_M, when not given, is 8 or the smallest group covering

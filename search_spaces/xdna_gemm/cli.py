@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from typing import Any
 
@@ -17,14 +18,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from search_spaces.xdna_gemm.params import TILE_PARAMS
 
     ctx = build_context(args.target, args.dtype, args.shape, args.b_layout)
-    frame, spearman = compare(ctx, args.samples, args.seed, args.store)
+    # opened once compare has checked its input: a mistyped option creates no database
+    store = functools.cache(lambda: args.open_store("create"))
+    frame, spearman = compare(ctx, args.samples, args.seed, store)
     if args.json:
         print(json.dumps({"spearman": spearman, "configs": frame.to_dict("records")}, indent=2))
         return 0
     diff = frame["difference"].abs()
     print(f"{len(frame)} configs of {args.shape} {args.dtype} on {args.target}: Spearman rank "
           f"correlation {spearman:.3f}; |difference| median {diff.median():.1%}, "
-          f"max {diff.max():.1%}; both fidelities stored in {args.store.safe_url}")
+          f"max {diff.max():.1%}; both fidelities stored in {store().safe_url}")
     print("\nlargest disagreements (difference = simulator / analytical - 1):")
     top = frame.head(args.top).to_dict("records")
     print(table(top, (*TILE_PARAMS, "analytical_tops", "simulator_tops", "difference",
@@ -41,6 +44,6 @@ def add_commands(sub: Any) -> None:
     co.add_argument("--samples", type=positive_int, default=50)
     co.add_argument("--seed", type=int, default=0)
     co.add_argument("--top", type=positive_int, default=8, help="disagreements to list")
-    add_storage_option(co, "create", "./dse.db; both fidelities' results are stored there")
+    add_storage_option(co, "deferred", "./dse.db; both fidelities' results are stored there")
     co.add_argument("--json", action="store_true")
     co.set_defaults(func=cmd_compare)

@@ -8,6 +8,7 @@ every result as an evaluation of its fidelity, so later studies are served from 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -41,8 +42,10 @@ def why_they_differ(model: dict[str, Any], sim: dict[str, Any]) -> str:
 
 
 def compare(ctx: EvalContext, samples: int = 50, seed: int = 0,
-            store: ResultSink | None = None) -> tuple[pd.DataFrame, float]:
-    """Score ``samples`` random feasible configs with both fidelities.
+            store: ResultSink | Callable[[], ResultSink] | None = None,
+            ) -> tuple[pd.DataFrame, float]:
+    """Score ``samples`` random feasible configs with both fidelities, and store both (``store``:
+    a store, or what opens one once the input is checked).
 
     Returns one row per config (params, both throughputs, relative difference, reason) sorted by
     disagreement, and the Spearman rank correlation of the two throughputs.
@@ -62,8 +65,9 @@ def compare(ctx: EvalContext, samples: int = 50, seed: int = 0,
                                                   replace=False)))
     models, sims = model_ev.evaluate(chosen, ctx), sim_ev.evaluate(chosen, ctx)
     if store is not None:  # stored outside any study: later studies are served from them
-        store.put_results(ctx.target, ctx.workload.to_dict(), ctx.space.name,
-                          [(model_ev, models), (sim_ev, sims)])
+        sink = store() if callable(store) else store
+        sink.put_results(ctx.target, ctx.workload.to_dict(), ctx.space.name,
+                         [(model_ev, models), (sim_ev, sims)])
     rows = []
     for model, sim in zip(models, sims, strict=True):
         mt, st = model.metrics["tops"], sim.metrics["tops"]

@@ -17,6 +17,7 @@ from dse.core import (
     Rule,
     SearchOutcome,
     SearchSpace,
+    UsageError,
 )
 from search_spaces.xdna_gemm.constraints import (
     ARRAY_RULES,
@@ -144,6 +145,10 @@ class XdnaGemmSpace(SearchSpace):
         ``start`` (``m_ctxk_ctxn_ct``), ``k_mt_target`` and ``patience``."""
         from search_spaces.xdna_gemm.paper_strategy import paper_strategy, parse_start
 
+        unknown = set(options) - {"start", "k_mt_target", "patience"}
+        if unknown:
+            raise UsageError(f"the paper's procedure has no option {sorted(unknown)[0]!r}; "
+                             "options: start, k_mt_target, patience")
         start = options.pop("start", None)
         return paper_strategy(evaluator, self.context(), fix=fix,
                               start=parse_start(start) if isinstance(start, str) else start,
