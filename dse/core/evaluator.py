@@ -4,9 +4,10 @@ An evaluator subclasses :class:`Evaluator`: it scores batches of *feasible* conf
 (:meth:`Evaluator.evaluate_feasible`); :meth:`Evaluator.evaluate` adds the space's feasibility
 check around it. What it can do beyond that is declared in :class:`Capabilities`, never
 guessed. Expected failures are results: a config that does not compile or times out comes back
-as a result, and so does one whose evaluation raises an exception the evaluator declares in
-``expected_errors``. Any other exception is a bug: it propagates (as :class:`EvaluatorError`
-with its traceback) and nothing is stored for the configs.
+as a result, and so does one whose evaluation raises :class:`EvaluationFailed` or an
+exception the evaluator declares in ``expected_errors``. A :class:`DseError` (a usage problem
+found late) propagates as it is; any other exception is a bug: it propagates as
+:class:`EvaluatorError` with its traceback, and nothing is stored for the configs.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import importlib
 import inspect
 import sys
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -226,11 +226,6 @@ def workload_class(kind: str) -> Any:
 def workload_from_dict(body: Mapping[str, Any]) -> Any:
     """A stored workload body back as its workload (extra keys such as ``space`` ignored)."""
     return workload_class(body.get("kind", "gemm")).from_dict(body)
-
-
-def command_adders() -> list[Callable[[Any], None]]:
-    """The functions that add each registered command group to the ``dse`` parser."""
-    return [load("command group", name) for name in registered("command group")]
 
 
 # -- typed objects from user input ------------------------------------------------------------
