@@ -124,7 +124,8 @@ class Evaluator(ABC):
     def close(self) -> None:  # noqa: B027 - most evaluators hold nothing
         """Release what the evaluator holds (worker processes); it may be used again after."""
 
-    # -- declared capabilities (Capabilities says which an evaluator has) -------------------
+    # -- declared capabilities: dse calls one only when ``capabilities`` declares it (the
+    # conformance suite checks the two agree), so these defaults only name what is missing --
     def score(self, batch: ConfigBatch, ctx: EvalContext) -> dict[str, np.ndarray]:
         """Metric arrays for a batch of feasible configs (``capabilities.score``)."""
         raise NotImplementedError(f"evaluator {self.name!r} does not score arrays")

@@ -81,10 +81,12 @@ class StudyReads:
         """One narrow row per trial (number, workload and config ids, status, evaluator,
         fidelity, the objectives), read without decoding a document."""
         with self._read(name) as (s, row):
+            objectives = [metric for metric, _ in objectives_of(row)]
+            if objectives == ["tops"]:  # a column of its own: no document to type
+                return narrow_frame(s, row, {"tops": m.EvaluationRow.tops})
             columns = trial_columns(s, row.id)
-            metrics = {metric: (m.EvaluationRow.tops if metric == "tops" else columns[metric].expr)
-                       for metric, _ in objectives_of(row) if metric in columns}
-            return narrow_frame(s, row, metrics)
+            return narrow_frame(s, row, {metric: columns[metric].expr for metric in objectives
+                                         if metric in columns})
 
     def workload_bodies(self, ids: set[int]) -> dict[int, dict[str, Any]]:
         """Stored workload bodies by id."""

@@ -302,12 +302,13 @@ class StudyRunner:
         results, by_rules = self._evaluate_new(ctx, batch, configs, fresh, refusals,
                                                evaluator, pool)
         known.update(zip(todo, results, strict=True))
-        recorded = {k: self._rules.measured(evaluator) if own else Measured.of(evaluator)
+        measured = Measured.of(evaluator)
+        recorded = {k: self._rules.measured(evaluator) if own else measured
                     for k, own in zip(todo, by_rules, strict=True)}
         out = [EvalResult(known[k].status, dict(c), known[k].metrics, known[k].reason,
                           known[k].elapsed_s) for k, c in zip(keys, configs, strict=True)]
         self.recorder.add(run.workload_id, keys, [dict(c) for c in configs], out, cached,
-                          [recorded.get(k, Measured.of(evaluator)) for k in keys],
+                          [recorded.get(k, measured) for k in keys],
                           commit=commit)
         self._count(run, out, cached, len(todo), stage)
         return out
