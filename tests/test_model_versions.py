@@ -32,7 +32,9 @@ CASES = {"xdna": ("xdna", "int8-int8", "1024x1024x1024"),
          "h200": ("h200", "bf16-bf16", "4096x4096x4096"),
          "h200-decode": ("h200", "bf16-bf16", "64x4096x4096"),
          "h200-unaligned": ("h200", "fp16-fp16", "1000x1004x1000"),
-         "cpu": ("cpu", "fp32-fp32", "256x256x256")}
+         "cpu": ("cpu", "fp32-fp32", "256x256x256"),
+         "tpu-v1": ("tpu-v1", "int8-int32", "1024x1024x1024"),
+         "edge-npu-mix": ("edge-npu", "int8-int8", "1x2048x2048*4,256x2304x196")}
 CPU_CACHES = {"l1_bytes": 49152, "l2_bytes": 2097152, "l3_bytes": 33554432}
 
 

@@ -33,7 +33,7 @@ def test_run_prints_best_and_bound(ran):
     _, _, out = ran
     assert "study cli: finished" in out and "40 trials" in out
     assert "best configuration (trial" in out and "m_ct=" in out
-    assert "-bound: the cores are busy" in out and "DRAM" in out and "tops" in out
+    assert "-bound: the compute units are busy" in out and "DRAM" in out and "tops" in out
 
 
 def test_rerun_resumes_and_trials_override(ran, capsys):

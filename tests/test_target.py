@@ -70,7 +70,8 @@ def test_malformed_file_names_file_key_and_problem(tmp_path, edit, pattern):
 
 def test_unknown_target_lists_valid_ones():
     with pytest.raises(UsageError, match=r"unknown target 'xdna3'; valid: ascend-950pr, cpu, "
-                                         r"h100, h200, xdna, xdna2"):
+                                         r"edge-npu, h100, h200, tpu-v1, tpu-v2, tpu-v3, "
+                                         r"tpu-v4, xdna, xdna2"):
         load_target("xdna3")
     with pytest.raises(UsageError, match="does not exist"):
         load_target("/nonexistent/file.toml")

@@ -15,10 +15,12 @@ import plotly.graph_objects as go
 from plotly.io import to_html
 
 from dse.core.registry import search_space_class
+from dse.core.space import Breakdown
 from dse.storage.frames import FIDELITY_RANK
 
 MAX_POINTS = 600
 HISTORY_POINTS = 600
+BREAKDOWN_CONFIGS = 10  # the best configs a study's breakdown bars show
 
 
 def thin(frame: pd.DataFrame, keep: pd.DataFrame | None = None,
@@ -159,6 +161,14 @@ def roofline_figure(ok: pd.DataFrame, target: Any, name: str = "configs",
     if roof_name not in {trace.name for trace in fig.data}:
         fig.add_trace(go.Scatter(x=xs, y=np.minimum(peak, bandwidth * xs) / 1e12,
                                  mode="lines", name=roof_name))
+    # hardware a study frees (co-design) has ceilings of its own: the best config's
+    if best is not None and not best.empty and "peak_tops" in best \
+            and pd.notna(best.iloc[0]["peak_tops"]) \
+            and not np.isclose(float(best.iloc[0]["peak_tops"]) * 1e12, peak):
+        own = float(best.iloc[0]["peak_tops"])
+        fig.add_trace(go.Scatter(x=xs, y=np.minimum(own, bandwidth * xs / 1e12), mode="lines",
+                                 line={"dash": "dash"},
+                                 name=f"best config's ceiling: {own:.3g} TOPS"))
     fig.update_layout(title="Roofline", xaxis_title="operations per DRAM byte",
                       yaxis_title="TOPS", xaxis_type="log", yaxis_type="log")
     return fig
@@ -215,7 +225,37 @@ def pareto_figure(ok: pd.DataFrame, front: pd.DataFrame,
     title = ("Pareto front" if len(objectives) == 2 else
              f"Pareto front over {len(objectives)} objectives, drawn on the first two (a front "
              "point can look dominated here)")
-    fig.update_layout(title=title, xaxis_title=mx, yaxis_title=my)
+    fig.update_layout(title=title, xaxis_title=mx, yaxis_title=my,
+                      xaxis_type=_scale(ok[mx]), yaxis_type=_scale(ok[my]))
+    return fig
+
+
+def _scale(values: pd.Series) -> str:
+    """``log`` for positive values spanning more than two decades (a front squeezed against an
+    axis otherwise), else ``linear``."""
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    positive = values[values > 0]
+    if len(positive) < len(values) or positive.empty:
+        return "linear"
+    return "log" if positive.max() / positive.min() > 100 else "linear"
+
+
+def breakdown_figure(rows: pd.DataFrame, breakdown: Breakdown) -> go.Figure | None:
+    """One of a family's breakdowns (:class:`dse.core.space.Breakdown`) for each config of
+    ``rows`` (a config's page: one; a study's: its best), bars labelled by trial number."""
+    parts = {k: v for k, v in breakdown.parts.items() if k in rows and rows[k].notna().any()}
+    if not parts or rows.empty:
+        return None
+    share = breakdown.unit == "share"
+    labels = [f"#{n}" for n in rows["number"]] if "number" in rows else \
+        [str(i) for i in range(len(rows))]
+    fig = go.Figure([go.Bar(y=labels, x=rows[key].astype(float) * (100 if share else 1),
+                            name=label, orientation="h") for key, label in parts.items()])
+    fig.update_layout(title=breakdown.title, barmode="stack" if breakdown.stacked else "group",
+                      xaxis_title="%" if share else breakdown.unit,
+                      yaxis={"autorange": "reversed", "type": "category"},
+                      legend={"orientation": "h", "y": -0.3},
+                      height=200 + (28 if breakdown.stacked else 20 * len(parts)) * len(rows))
     return fig
 
 
@@ -260,10 +300,12 @@ def workload_figures(numbers: np.ndarray, values: np.ndarray, sample: pd.DataFra
     if not sample.empty:
         shown = thin(sample, keep=best)
         axes = search_space_class(target.space).tile_axes
+        breakdowns = search_space_class(target.space).breakdowns
         figures += [*balance_figures(shown, best, axes),
                     roofline_figure(shown, target, best=best),
                     importance_figure(sample, params, metric, of_total=of_total),
-                    pareto_figure(shown, best, objectives)]
+                    pareto_figure(shown, best, objectives),
+                    *(breakdown_figure(best.head(BREAKDOWN_CONFIGS), b) for b in breakdowns)]
     if not ladder.empty:
         figures += fidelity_figures(ladder, params, metric)
     return [f for f in figures if f is not None]

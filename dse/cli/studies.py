@@ -136,7 +136,11 @@ def _print_summary(summary: RunSummary, frame: pd.DataFrame) -> None:
             continue
         if len(rows) > 1:
             print(f"  Pareto front ({len(rows)} configs):")
-            print(table(rows.to_dict("records"), (*kernel_keys(frame), *objective_columns(frame),
+            # the kernel keys, and every other parameter the front's configs differ in
+            keys = kernel_keys(frame)
+            varying = [p for p in param_columns(frame)
+                       if p not in keys and rows[p].nunique(dropna=False) > 1]
+            print(table(rows.to_dict("records"), (*keys, *varying, *objective_columns(frame),
                                                   "bound")))
             continue
         top = rows.iloc[0].to_dict()
@@ -146,10 +150,10 @@ def _print_summary(summary: RunSummary, frame: pd.DataFrame) -> None:
                          indent="    "))
         if all(top.get(k) == top.get(k) and k in top
                for k in ("bound", "t_core_s", "t_comp_s", "t_mem_s", "balance")):
-            print(f"  {top['bound']}-bound: the cores are busy {top['t_core_s'] * 1e3:.3f} ms "
-                  f"(kernels {top['t_comp_s'] * 1e3:.3f} ms, the rest zeroing and C drains), "
-                  f"DRAM {top['t_mem_s'] * 1e3:.3f} ms (balance t_comp/t_mem = "
-                  f"{top['balance']:.2f})")
+            print(f"  {top['bound']}-bound: the compute units are busy "
+                  f"{top['t_core_s'] * 1e3:.3f} ms ({top['t_comp_s'] * 1e3:.3f} ms of it "
+                  f"computing, the rest stalls), DRAM {top['t_mem_s'] * 1e3:.3f} ms "
+                  f"(balance t_comp/t_mem = {top['balance']:.2f})")
 
 
 def cmd_studies(args: argparse.Namespace) -> int:

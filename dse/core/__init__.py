@@ -22,8 +22,8 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("ChoiceParam", "ConfigBatch", "Feasibility", "INT_LIMIT", "IntParam",
                      "Param", "Rule", "batch_concat", "batch_from_dicts", "batch_len",
                      "batch_take", "batch_to_dicts"), "params"),
-    **dict.fromkeys(("COMMON_TIME_PARTS", "Calibratable", "OptunaEncoding", "SearchSpace",
-                     "require_dtype"), "space"),
+    **dict.fromkeys(("COMMON_TIME_PARTS", "Breakdown", "Calibratable", "OptunaEncoding",
+                     "SearchSpace", "require_dtype"), "space"),
     **dict.fromkeys(("ZERO_OK", "Target", "TargetConstants", "build_section", "check_dtypes",
                      "check_keys", "digest_of", "dotted_value", "family_sections",
                      "rewrite_toml", "scalar", "with_dotted"), "target"),
@@ -107,6 +107,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from dse.core.results import EvalResult, Status, metrics_row
     from dse.core.space import (
         COMMON_TIME_PARTS,
+        Breakdown,
         Calibratable,
         OptunaEncoding,
         SearchSpace,

@@ -20,13 +20,18 @@ class TargetFileError(DseError):
 
 
 def read_text(path: str | Path, what: str) -> str:
-    """The text of the file at ``path``; one that is not UTF-8 (a binary file, another
-    encoding) is a :class:`UsageError` naming ``what`` the file was meant to be."""
+    """The text of the file at ``path``; one that is missing, unreadable or not UTF-8 (a binary
+    file, another encoding) is a :class:`UsageError` naming ``what`` the file was meant to
+    be."""
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise UsageError(f"{what} {path}: not UTF-8 text (byte {exc.start} is "
                          f"{exc.object[exc.start:exc.start + 1]!r})") from None
+    except FileNotFoundError:
+        raise UsageError(f"{what} {str(path)!r} does not exist") from None
+    except OSError as exc:  # a directory, no permission, a device that refuses reads
+        raise UsageError(f"{what} {path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def read_json(path: str | Path, what: str) -> Any:
@@ -34,7 +39,5 @@ def read_json(path: str | Path, what: str) -> Any:
     naming ``what`` the file was meant to be."""
     try:
         return json.loads(read_text(path, what))
-    except FileNotFoundError:
-        raise UsageError(f"{what} {str(path)!r} does not exist") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{what} {path}: not valid JSON: {exc}") from None

@@ -74,6 +74,19 @@ class Calibratable:
         return f"{self.section}.{self.key}"
 
 
+@dataclass(frozen=True)
+class Breakdown:
+    """Metrics that split one quantity into parts (energy per access level, efficiency
+    factors), drawn as bars on a config's page and, for the best configs, on the study's:
+    ``parts`` maps metric -> label; ``stacked`` when the parts add up to a whole; ``unit``
+    labels the axis (``share``: fractions, drawn as percentages)."""
+
+    title: str
+    unit: str
+    parts: Mapping[str, str]
+    stacked: bool = True
+
+
 # The time components every family's evaluators may report, with their labels (a family adds
 # its own in ``time_parts``).
 COMMON_TIME_PARTS: dict[str, str] = {"t_comp_s": "compute (t_comp)", "t_mem_s": "DRAM (t_mem)",
@@ -100,6 +113,8 @@ class SearchSpace(ABC):
     calibratable: ClassVar[tuple[Calibratable, ...]] = ()
     # metric -> label of the time components the family's evaluators report beyond the common
     time_parts: ClassVar[Mapping[str, str]] = {}
+    # quantities the family's evaluators report in parts (see Breakdown)
+    breakdowns: ClassVar[tuple[Breakdown, ...]] = ()
     # rules a study may add by name (space.constraints), each checked after the space's own
     optional_constraints: ClassVar[Mapping[str, Rule]] = {}
     # metrics of the family's models a study may optimise beyond dse's standard ones, with
@@ -149,6 +164,13 @@ class SearchSpace(ABC):
     def optuna_encoding(self, fix: Mapping[str, Any], free: Sequence[str],
                         ranges: Mapping[str, tuple[int, int]]) -> OptunaEncoding:
         """Fixed Optuna distributions for this space with a study's overrides."""
+
+    def chunks_within(self, fix: Mapping[str, Any] | None, free: Iterable[str],
+                      ranges: Mapping[str, tuple[int, int]]) -> Iterator[tuple[ConfigBatch, int]]:
+        """:meth:`chunks` for a study whose ``ranges`` narrow integer parameters: the caller
+        still filters with :meth:`within`; a space whose chunks are many (hardware a study
+        frees) overrides this to skip the values outside the ranges."""
+        return self.chunks(fix, free)
 
     def n_chunks(self, free: Iterable[str] = ()) -> int:
         """How many batches :meth:`chunks` yields for these free parameters (for progress)."""
@@ -274,7 +296,7 @@ class SearchSpace(ABC):
         ranges, for configs only they refuse) rejected the configs and how many each (what the
         smallest config breaks when none was generated)."""
         counts: dict[str, int] = {}
-        for batch, _ in self.chunks(fix=fix, free=free):
+        for batch, _ in self.chunks_within(fix, free, ranges):
             feasibility = self.check(batch)
             inside = self.within(batch, ranges)
             if (feasibility.ok & inside).any():

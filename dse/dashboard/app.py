@@ -25,6 +25,7 @@ from werkzeug.exceptions import HTTPException
 
 from dse.analysis.columns import config_columns
 from dse.analysis.figures import (
+    breakdown_figure,
     figure_html,
     history_figure,
     roofline_figure,
@@ -132,7 +133,8 @@ class _Pages:
         workload = summary.workload_of(row)
         figures = [config_view.occupancy_figure(summary.target, row),
                    config_view.dram_figure(row, workload),
-                   config_view.time_figure(row, summary.space.time_parts)]
+                   config_view.time_figure(row, summary.space.time_parts),
+                   *(breakdown_figure(row.to_frame().T, b) for b in summary.space.breakdowns)]
         metric_names = [c for c in row.index if c not in summary.params
                         and c not in ("study", "number") and pd.notna(row[c])]
         return render_template(

@@ -31,7 +31,7 @@ def feasible_configs(ctx: EvalContext, spec: StudySpec) -> ConfigBatch:
         raise UsageError(f"sampler 'exhaustive' has no option {next(iter(options))!r}; "
                          "options: max_configs")
     parts = []
-    for batch, _ in ctx.space.chunks(fix=spec.space.fix, free=spec.space.free):
+    for batch, _ in ctx.space.chunks_within(spec.space.fix, spec.space.free, spec.space.ranges):
         ok = ctx.space.check(batch).ok & ctx.space.within(batch, spec.space.ranges)
         parts.append(batch_take(batch, np.flatnonzero(ok)))
     feasible = batch_concat(parts, list(parts[0]))

@@ -1,0 +1,1 @@
+"""TPU-like systolic arrays: dataflow, tiling, buffering and hardware co-design of GEMMs."""
