@@ -327,3 +327,20 @@ def test_the_dashboard_draws_breakdowns_roofline_and_the_codesign_front(tmp_path
     for title in ("Energy per run by access level", "Array efficiency", "ifmap SRAM (A)",
                   "DRAM traffic per matrix"):
         assert title in config, title
+
+
+def test_dse_evaluate_json_follows_the_command_line_contract(capsys):
+    code = main(["evaluate", "--target", "tpu-v1", "--dtype", "int8-int32", "--shape",
+                 "1024x1024x1024", "--param", "t_m=1024", "--param", "t_k=256", "--param",
+                 "t_n=256", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    standard = {"tops", "latency_s", "t_comp_s", "t_mem_s", "bound", "balance",
+                "macs_per_cycle", "l1_bytes", "dram_bytes", "dram_bytes_a", "dram_bytes_b",
+                "dram_bytes_c"}
+    assert code == 0 and data["status"] == "ok" and standard <= set(data["metrics"])
+    assert data["params"]["dataflow"] == "ws" and data["params"]["rows"] == 0
+    code = main(["evaluate", "--target", "tpu-v1", "--dtype", "int8-int32", "--shape",
+                 "1024x1024x1024", "--param", "t_m=1024", "--param", "t_k=1024", "--param",
+                 "t_n=1024", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1 and data["status"] == "infeasible" and "filter SRAM" in data["reason"]

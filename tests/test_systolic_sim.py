@@ -2,7 +2,7 @@
 reads them.
 
 The reference numbers are real SCALE-Sim 3.0 runs stored in ``tests/fixtures/scalesim/cases.json``
-(regenerate with ``/work/scalesim-venv/bin/python tests/fixtures/scalesim/make_fixtures.py``), so
+(regenerate with ``.scalesim-venv/bin/python tests/fixtures/scalesim/make_fixtures.py``), so
 these tests need no SCALE-Sim. Tolerance: none for any integer (cycles, stalls, access counts,
 start/stop cycles) in either bandwidth mode, USER stalls included; floats (utilisations,
 bandwidth averages) to 1e-12 relative, as SCALE-Sim's own float sums may round differently

@@ -246,6 +246,7 @@ def score(batch: ConfigBatch, target: SystolicTarget, w: GemmMix) -> dict[str, n
     peak = 2.0 * pes * target.array.clock_hz
     return {
         **time_metrics(w.macs, latency, t_comp, t_mem, peak),
+        "macs_per_cycle": w.macs / totals["total_cycles"],
         "compute_cycles": totals["compute_cycles"],
         "stall_cycles": totals["total_cycles"] - totals["compute_cycles"],
         "total_cycles": totals["total_cycles"],

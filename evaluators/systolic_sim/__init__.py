@@ -139,6 +139,7 @@ def sim_metrics(one: ConfigBatch, target: SystolicTarget, w: GemmMix) -> dict[st
                                         np.array([t_mem]), np.array([2.0 * pes * clock])), 0)
     return {
         **standard,
+        "macs_per_cycle": w.macs / (t["total_cycles"] / arrays),
         **{key: t[key] for key in ("total_cycles", "compute_cycles", "stall_cycles")},
         "utilisation": t["macs"] / (pes / arrays * t["total_cycles"]),
         "mapping_efficiency": t["mapped"] / t["compute_cycles"],
