@@ -77,14 +77,17 @@ def simulate_config(one: ConfigBatch, target: SystolicTarget, w: GemmMix,
         for m, cm in tile_layers(term.M, t_m):
             for k, ck in tile_layers(term.K, t_k):
                 for n, cn in tile_layers(term.N, t_n):
-                    # 2:4 weights: the array computes half the depth
-                    layers[(m, -(-k // 2) if w.sparse else k, n)] += cm * ck * cn * term.count
+                    layers[(m, k, n)] += cm * ck * cn * term.count
     totals = dict.fromkeys(COUNTS, 0.0)
     totals.update(macs=0.0, stationary=0.0, layers=0.0, mapped=0.0)
-    for (m, k, n), count in layers.items():
+    for (m, k_dense, n), count in layers.items():
+        # 2:4 weights: the array computes half the depth, and every activation of a group of
+        # four is still read (the PEs' multiplexers pick the two the kept weights need)
+        k = -(-k_dense // 2) if w.sparse else k_dense
         report: FoldReport = simulate_gemm(setup, m, n, k)
         for key in COUNTS:
-            totals[key] += getattr(report, key) * count
+            scale = k_dense / k if key in ("sram_ifmap_reads", "dram_ifmap_reads") else 1
+            totals[key] += getattr(report, key) * count * scale
         totals["macs"] += m * k * n * count
         totals["mapped"] += report.mapping_eff_pct / 100 * report.compute_cycles * count
         totals["stationary"] += count * {"os": m * n, "ws": k * n, "is": k * m}[setup.dataflow]
@@ -118,7 +121,10 @@ def sim_metrics(one: ConfigBatch, target: SystolicTarget, w: GemmMix) -> dict[st
     arrays, clock = target.array.count, target.array.clock_hz
     dt, word = w.dtype, target.memory.word_bytes
     # SCALE-Sim counts words of one element; C leaves at the output type's width
-    dram = {"a": t["dram_ifmap_reads"] * dt.in_bytes, "b": t["dram_filter_reads"] * dt.in_bytes,
+    # and 2:4 weights carry a 2-bit index per kept value
+    index = 0.25 if w.sparse else 0.0
+    dram = {"a": t["dram_ifmap_reads"] * dt.in_bytes,
+            "b": t["dram_filter_reads"] * (dt.in_bytes + index),
             "c": t["dram_ofmap_writes"] * dt.out_bytes}
     dram_bytes = sum(dram.values())
     latency = t["total_cycles"] / arrays / clock
