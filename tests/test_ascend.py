@@ -329,3 +329,18 @@ def test_balance_report_with_what_if(tmp_path):
     by = {(r["knob"], r["factor"]): r["tops"] for r in report["what_if"]}
     assert by[("clock", 1.5)] >= by[("clock", 0.5)]
     assert by[("GM bandwidth", 1.5)] >= by[("GM bandwidth", 0.5)]
+
+
+def test_one_dma_command_per_k_segment_load_as_the_designs_t_iter():
+    # K truncated (the whole K in L1): IterBatch loads each batch's A and B once, one T_cmd per
+    # load (the design's T_iter = b_core * n_K * (T_load + T_cmd) + ...); MergeBatch b0 times
+    # fewer (T_mb)
+    one_by_one, ctx = evaluate("4096x64x128x64", branch="iter_batch", merge_b0=1, base_m=64,
+                               base_n=64, single_core_m=64, single_core_n=64)
+    b_core = 4096 // ctx.target.cores.cube
+    assert one_by_one.metrics["t_cmd_s"] == pytest.approx(
+        b_core * ctx.target.overheads.dma_command_s)
+    merged, _ = evaluate("4096x64x128x64")
+    b0 = merged.params["merge_b0"]
+    assert merged.metrics["t_cmd_s"] == pytest.approx(
+        -(-b_core // b0) * ctx.target.overheads.dma_command_s)

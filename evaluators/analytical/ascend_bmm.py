@@ -8,7 +8,9 @@ stage plus what cannot overlap:
 * T_MMAD: each core's blocks (``waves`` rounds over the cores) at the Cube's sustained rate,
   padded to whole 16-fractals; with one L0C buffer the Fixpipe of each tile does not overlap.
 * T_MTE2 (GM/L2 -> L1): the slower of GM traffic over the usable GM bandwidth and L2 traffic
-  over L2 bandwidth, plus one DMA command cost per transfer (a core's transfers are serial).
+  over L2 bandwidth, plus one DMA command cost per load of a K segment of A and B (a core's
+  loads are serial; the design's T_iter and T_mb charge one T_cmd per such load, which its
+  MergeBatch/IterBatch arbitration, ``rules.classify``, weighs).
   GM input traffic counts re-reads: inputs that fit L2 (less what outputs written through L2
   occupy) are read once; otherwise the swizzle window keeps one operand's band resident while
   the other is re-read once per window, or L2 execution groups bound the re-reads to one per
@@ -147,7 +149,7 @@ def score(batch: ConfigBatch, target: AscendTarget, w: BatchedGemmWorkload
     l2_efficiency = np.minimum(1.0, rules.transpose_conflict_max / conflict)
     t_gm = gm_bytes / (bw.gm_bytes_per_s * efficiency)
     t_l2 = l2_bytes / (bw.l2_bytes_per_s * l2_efficiency)
-    transfers = geo.waves * np.ceil(geo.k_seg / k_l1) * 2  # A and B segments, per core
+    transfers = geo.waves * np.ceil(geo.k_seg / k_l1)  # loads of an A and a B segment, per core
     t_cmd = transfers * target.overheads.dma_command_s
     t_mte2 = np.maximum(t_gm, t_l2) + t_cmd
     t_fix = s_out / np.where(through_l2, bw.l2_bytes_per_s, bw.gm_bytes_per_s) \
