@@ -20,7 +20,7 @@ from evaluators.analytical.systolic_gemm import (
     score,
     sram_access_pj,
 )
-from evaluators.systolic_sim import SystolicSimEvaluator, sim_metrics
+from evaluators.systolic_sim import SystolicSimEvaluator, setup_of, sim_metrics
 from evaluators.systolic_sim.fold_schedule import ArraySetup, simulate_gemm
 from search_spaces.systolic_gemm.workload import GemmMix
 
@@ -84,8 +84,14 @@ def test_bad_workloads_are_refused_by_name(shape, layout, message):
 @pytest.mark.parametrize("m, k, figure", [(1024, 1024, 0.9995), (256, 256, 0.992),
                                           (32, 32, 0.668), (1, 256, 0.334)])
 def test_the_seeds_four_utilisation_figures(m, k, figure):
-    # eta = MK / (MK + 2(N-1)) on TPU v1's 256 x 256 array
+    # eta = MK / (MK + 2(N-1)) on TPU v1's 256 x 256 array ...
     assert fill_drain_efficiency(m * k, 256, 256) == pytest.approx(figure, abs=0.0006)
+    # ... is the model's utilisation of one output-stationary fold streaming M*K values
+    depth = m * k
+    one, _, _ = evaluate("tpu-v1", f"256x{depth}x256", "int8-int32", t_m=256, t_k=depth,
+                         t_n=256, dataflow="os", ifmap_kb=1 << 20, filter_kb=1 << 20)
+    assert one["fold_executions"] == 1
+    assert one["utilisation"] == pytest.approx(figure, abs=0.0006)
 
 
 def test_one_output_stationary_fold_is_the_seeds_eta():
@@ -153,10 +159,13 @@ def test_a_tilings_traffic_without_room_rereads_b_for_every_row_of_tiles():
 
 def test_partial_sums_leave_the_chip_when_k_is_not_innermost():
     m, _, _ = evaluate("edge-npu", "512x1024x256", t_m=256, t_k=256, t_n=256, dataflow="os",
-                       loop_order="kmn", buf_c=1, ofmap_kb=64)
-    # C's 512 x 256 panel does not fit 64 KiB: C (1 B elements) is written per K tile and read
-    # back for all but the first, 4 + 3 passes
-    assert m["dram_bytes_c"] == 512 * 256 * 7 and m["reuse_c"] == 0
+                       loop_order="kmn", buf_c=1, ofmap_kb=256)
+    # C's 512 x 256 panel of 4 B accumulators does not fit 256 KiB: its partial sums go out
+    # after each K tile but the last and come back (3 + 3 passes at 4 B), the result once (1 B)
+    assert m["dram_bytes_c"] == 512 * 256 * (6 * 4 + 1) and m["reuse_c"] == 0
+    kept, _, _ = evaluate("edge-npu", "512x1024x256", t_m=256, t_k=256, t_n=256,
+                          dataflow="os", loop_order="mnk", buf_c=1, ofmap_kb=256)
+    assert kept["dram_bytes_c"] == 512 * 256 and kept["reuse_c"] == 1  # k innermost
 
 
 def test_double_buffering_hides_traffic_single_buffering_stalls():
@@ -167,19 +176,49 @@ def test_double_buffering_hides_traffic_single_buffering_stalls():
     assert single["compute_cycles"] == double["compute_cycles"]
     assert single["latency_s"] == pytest.approx(single["t_comp_s"] + single["t_mem_s"])
     assert double["latency_s"] < single["latency_s"]
-    assert double["stall_cycles"] >= 0 and double["latency_s"] >= max(double["t_comp_s"],
-                                                                      double["t_mem_s"])
+    # double-buffered: the first A and B tiles before any compute, the last C tile after it
+    ends = (128 * 512 * 2 + 128 * 128) / 25.6e9
+    assert double["latency_s"] == pytest.approx(
+        ends + max(double["t_comp_s"], double["t_mem_s"] - ends))
 
 
-def test_balance_is_compute_against_memory_time():
-    m, _, _ = evaluate("tpu-v1", "1024x1024x1024", "int8-int32", t_m=1024, t_k=256, t_n=256)
-    assert m["balance"] == pytest.approx(m["t_comp_s"] / m["t_mem_s"])
-    assert m["bound"] == ("compute" if m["t_comp_s"] >= m["t_mem_s"] else "memory")
+def test_a_c_tile_leaves_only_after_the_compute_that_makes_it():
+    # one 256 x 256 C tile of int32 (7.7 us on DDR3) waits for every K step; K in tiles lets
+    # A and B load under the compute (64 beats the whole 256), but finer tiles pay fill and
+    # drain per fold (32 loses)
+    def latency(t_k):
+        return evaluate("tpu-v1", "256x256x256", "int8-int32", t_m=256, t_k=t_k, t_n=256,
+                        dataflow="os", loop_order="mnk")[0]
+    c_store = 256 * 256 * 4 / 34e9
+    for t_k in (256, 64, 32):
+        m = latency(t_k)
+        assert m["latency_s"] >= m["t_comp_s"] + c_store
+    assert latency(64)["latency_s"] < min(latency(256)["latency_s"], latency(32)["latency_s"])
+
+
+def test_a_chips_arrays_share_the_folds():
+    # 256 x 128 x 256 on TPU v4's four 128 x 128 arrays, weight-stationary: four folds, one each
+    m, _, _ = evaluate("tpu-v4", "128x256x256", "bf16-fp32", t_m=128, t_k=256, t_n=256,
+                       dataflow="ws")
+    assert m["fold_executions"] == 4
+    assert m["compute_cycles"] == 128 + 2 * 128 + 128 - 2
+    assert m["utilisation"] == pytest.approx(128 * 256 * 256 / (4 * 128 * 128 * 510))
+
+
+def test_a_mix_is_the_sum_of_its_gemms_as_often_as_called():
+    tiles = dict(t_m=16, t_k=256, t_n=256, dataflow="os")
+    one, _, _ = evaluate("edge-npu", "16x256x256", **tiles)
+    other, _, _ = evaluate("edge-npu", "8x256x256", **{**tiles, "t_m": 8})  # as the mix clamps
+    mix, _, _ = evaluate("edge-npu", "16x256x256*3,8x256x256", **tiles)
+    for key in ("latency_s", "energy_j", "dram_bytes", "compute_cycles"):
+        assert mix[key] == pytest.approx(3 * one[key] + other[key]), key
+    assert mix["tops"] == pytest.approx(2 * (3 * 16 + 8) * 256 * 256 / mix["latency_s"] / 1e12)
 
 
 # -- energy and sparsity -----------------------------------------------------------------------
 def test_energy_is_macs_plus_accesses_at_each_level():
-    m, ctx, _ = evaluate("edge-npu", "256x256x256", t_m=256, t_k=256, t_n=256, dataflow="os")
+    m, ctx, _ = evaluate("edge-npu", "256x256x256", t_m=256, t_k=256, t_n=256, dataflow="os",
+                         buf_c=1, ofmap_kb=256)
     e = ctx.target.energy
     assert m["energy_j"] == pytest.approx(sum(m[f"energy_{lv}_j"] for lv in ENERGY_LEVELS))
     assert m["energy_mac_j"] == pytest.approx(256 ** 3 * e.mac_pj * 1e-12)
@@ -198,7 +237,7 @@ def test_larger_srams_cost_more_an_access():
 
 def test_two_four_sparsity_halves_the_macs_and_the_weights_traffic():
     shape, tiles = "256x1024x256", dict(t_m=256, t_k=1024, t_n=256, dataflow="ws",
-                                        ifmap_kb=1024, filter_kb=1024)
+                                        ifmap_kb=1024, filter_kb=1024, ofmap_kb=1024)
     dense, _, _ = evaluate("edge-npu", shape, **tiles)
     sparse, ctx, _ = evaluate("edge-npu", shape, b_layout="2:4", **tiles)
     assert sparse["macs_executed"] == dense["macs_executed"] / 2
@@ -207,6 +246,31 @@ def test_two_four_sparsity_halves_the_macs_and_the_weights_traffic():
     assert sparse["dram_bytes_a"] == dense["dram_bytes_a"]  # every activation is still read
     assert sparse["compute_cycles"] < dense["compute_cycles"]
     assert ctx.workload.operand_bytes()[1] == kept + kept // 4
+
+
+def test_2_4_weights_skip_macs_only_where_they_stay_in_the_pes():
+    tiles = dict(t_m=256, t_k=1024, t_n=256, ifmap_kb=1024, filter_kb=1024, ofmap_kb=1024)
+    for flow in ("os", "is"):
+        dense, _, _ = evaluate("edge-npu", "256x1024x256", dataflow=flow, **tiles)
+        sparse, _, _ = evaluate("edge-npu", "256x1024x256", b_layout="2:4", dataflow=flow,
+                                **tiles)
+        # streamed weights are expanded at the array's edge: the same MACs, B's traffic halved
+        assert sparse["compute_cycles"] == dense["compute_cycles"], flow
+        assert sparse["dram_bytes_b"] < dense["dram_bytes_b"], flow
+
+
+def test_2_4_tiles_are_whole_folds_of_the_weights_the_pes_keep():
+    ctx = build_context("edge-npu", "int8-int8", "256x1024x256", "2:4")
+    batch = ctx.space.encode([ctx.space.resolve(
+        {"t_m": 256, "t_k": k, "t_n": 256, "dataflow": "ws", "ofmap_kb": 1024})
+        for k in (32, 64, 2)])
+    ok = ctx.space.check(batch).ok
+    assert list(ok) == [False, True, False]
+    assert "t_k=32 (16 kept weights under 2:4) is not a multiple of the 32 PEs" in \
+        ctx.space.explain(batch, 0)
+    assert "splits a group of four 2:4 weights" in ctx.space.explain(batch, 2)
+    built = ctx.space.enumerate()[0]  # the enumeration keeps only whole folds of kept weights
+    assert ctx.space.satisfies("whole_folds", built).all()
 
 
 # -- the space: rules and budgets ----------------------------------------------------------------
@@ -273,9 +337,15 @@ def test_the_simulator_rung_scores_a_config_tile_by_tile():
     _, ctx, batch = evaluate("edge-npu", "96x64x80", t_m=32, t_k=64, t_n=80, dataflow="ws",
                              rows=8, cols=8)
     sim = sim_metrics(batch, ctx.target, ctx.workload)
-    # three tiles of 32 x 64 x 80: the engine's count for one, three times
-    one = simulate_gemm(ArraySetup(8, 8, "ws", 256, 256, 128, "USER", 25.6, 25, 25), 32, 80, 64)
-    assert sim["compute_cycles"] == 3 * one.compute_cycles
+    # three tiles of 32 x 64 x 80: the engine's count for one, three times, on the config's
+    # array with the DRAM's 25.6 B a cycle split between A, B and C by their bytes
+    setup = setup_of(batch, ctx.target, ctx.workload, (32, 64, 80))
+    assert (setup.rows, setup.cols, setup.dataflow) == (8, 8, "ws")
+    assert setup.ifmap_read_bandwidth + setup.filter_read_bandwidth \
+        + 4 * setup.user_bandwidth <= 25.6
+    one = simulate_gemm(setup, 32, 80, 64)
+    assert sim["compute_cycles"] == 3 * (one.compute_cycles - one.stall_cycles)
+    assert sim["total_cycles"] == 3 * one.total_cycles
     assert sim["dram_bytes_a"] == 3 * one.dram_ifmap_reads
     assert sim["energy_j"] == pytest.approx(sum(sim[f"energy_{lv}_j"] for lv in ENERGY_LEVELS))
     results = SystolicSimEvaluator().evaluate_feasible(batch, ctx)
@@ -347,7 +417,7 @@ def test_dse_evaluate_json_follows_the_command_line_contract(capsys):
 
 
 def test_the_simulator_rung_counts_2_4_weights_as_the_model_does():
-    tiles = dict(t_m=64, t_k=256, t_n=64, dataflow="os", ifmap_kb=1024, filter_kb=1024,
+    tiles = dict(t_m=64, t_k=256, t_n=64, dataflow="ws", ifmap_kb=1024, filter_kb=1024,
                  ofmap_kb=1024)
     dense, ctx, batch = evaluate("edge-npu", "64x256x64", **tiles)
     sparse, sctx, sbatch = evaluate("edge-npu", "64x256x64", b_layout="2:4", **tiles)
@@ -361,3 +431,29 @@ def test_the_simulator_rung_counts_2_4_weights_as_the_model_does():
         for key in ("dram_bytes_a", "dram_bytes_b"):
             assert model[key] <= sim[key] <= 1.01 * model[key], key
     assert sim_sparse["compute_cycles"] < sim_dense["compute_cycles"]
+
+
+def test_the_simulator_rung_sends_partial_sums_out_and_back():
+    _, ctx, batch = evaluate("edge-npu", "128x1024x128", "int8-int32", t_m=128, t_k=256,
+                             t_n=128, dataflow="os", buf_c=1, ofmap_kb=256)
+    sim = sim_metrics(batch, ctx.target, ctx.workload)
+    # four K tiles a C tile: three leave 4 B partial sums that come back, the last the result
+    layer = simulate_gemm(setup_of(batch, ctx.target, ctx.workload, (128, 256, 128)),
+                          128, 128, 256)
+    assert sim["dram_bytes_c"] == layer.dram_ofmap_writes * (3 * 2 * 4 + 4)
+
+
+def test_a_dram_too_slow_for_the_simulators_words_is_infeasible_there():
+    _, ctx, batch = evaluate("edge-npu", "64x64x64", t_m=64, t_k=64, t_n=64, dram_mb_s=100)
+    (result,) = SystolicSimEvaluator().evaluate_feasible(batch, ctx)
+    assert result.status.value == "infeasible" and "0.10 B a cycle" in result.reason
+
+
+def test_the_simulator_rung_runs_a_chips_arrays_in_rounds():
+    _, ctx, batch = evaluate("tpu-v4", "512x256x128", "bf16-fp32", t_m=128, t_k=256, t_n=128,
+                             dataflow="ws")
+    sim = sim_metrics(batch, ctx.target, ctx.workload)
+    layer = simulate_gemm(setup_of(batch, ctx.target, ctx.workload, (128, 256, 128)),
+                          128, 128, 256)
+    assert sim["sim_layers"] == 4  # four 128-row tiles, one round on four arrays
+    assert sim["total_cycles"] == layer.total_cycles

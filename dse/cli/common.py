@@ -22,12 +22,15 @@ def add_problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", required=True, help="input-output types, e.g. int8-int8, bf16-bf16 "
                    "(one type: the same out, e.g. bf16)")
     p.add_argument("--shape", required=True, help="GEMM size MxKxN, e.g. 4096x4096x4096; a "
-                   "batched GEMM (ascend-950pr) BxMxKxN, e.g. 8x2048x1024x2048")
+                   "batched GEMM (ascend-950pr) BxMxKxN, e.g. 8x2048x1024x2048; a mix on a "
+                   "systolic array (tpu-*, edge-npu) MxKxN*COUNT,...")
     p.add_argument("--b-layout", default=None, help="B in DRAM: col (default) or row; for a "
-                   "batched GEMM which operands are transposed: NN (default), NT, TN, TT")
+                   "batched GEMM which operands are transposed: NN (default), NT, TN, TT; on "
+                   "a systolic array dense (default) or 2:4")
     p.add_argument("--evaluator", default="analytical", help="evaluator name (default analytical)")
     p.add_argument("--constraint", action="append", default=[], metavar="NAME",
-                   help="also enforce an optional rule: dma_bound (eq. 4), no_padding")
+                   help="also enforce an optional rule (XDNA: dma_bound, no_padding) or a "
+                   "budget (systolic arrays: 'pes <= N', 'sram_kb <= N', 'dram_mb_s <= N')")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 

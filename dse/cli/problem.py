@@ -184,7 +184,9 @@ def add_commands(sub: Any) -> None:
     ev = sub.add_parser("evaluate", help="score one configuration (or a JSON list of them)")
     add_problem_args(ev)
     ev.add_argument("--param", action="append", metavar="NAME=VALUE",
-                    help="a parameter value; tile sizes m_ct, k_ct, n_ct, k_mt are required")
+                    help="a parameter value; the space's tile sizes are required (XDNA: "
+                    "m_ct, k_ct, n_ct, k_mt; systolic arrays: t_m, t_k, t_n; each family's "
+                    "page in docs/families/ lists its parameters)")
     ev.add_argument("--configs", metavar="FILE.json", help="JSON list of parameter objects")
     ev.add_argument("--trace", metavar="FILE.json",
                     help="with --evaluator simulator: write a Chrome trace-event timeline")

@@ -152,7 +152,7 @@ def _print_summary(summary: RunSummary, frame: pd.DataFrame) -> None:
                for k in ("bound", "t_core_s", "t_comp_s", "t_mem_s", "balance")):
             print(f"  {top['bound']}-bound: the compute units are busy "
                   f"{top['t_core_s'] * 1e3:.3f} ms ({top['t_comp_s'] * 1e3:.3f} ms of it "
-                  f"computing, the rest stalls), DRAM {top['t_mem_s'] * 1e3:.3f} ms "
+                  f"computing), DRAM {top['t_mem_s'] * 1e3:.3f} ms "
                   f"(balance t_comp/t_mem = {top['balance']:.2f})")
 
 

@@ -34,11 +34,13 @@ def feasible_configs(ctx: EvalContext, spec: StudySpec) -> ConfigBatch:
     for batch, _ in ctx.space.chunks_within(spec.space.fix, spec.space.free, spec.space.ranges):
         ok = ctx.space.check(batch).ok & ctx.space.within(batch, spec.space.ranges)
         parts.append(batch_take(batch, np.flatnonzero(ok)))
-    feasible = batch_concat(parts, list(parts[0]))
+    feasible = batch_concat(parts, list(ctx.space.params())) if parts else {}
     total = batch_len(feasible)
     if total == 0:
+        why = ctx.space.why_empty(spec.space.fix, spec.space.free, spec.space.ranges)
         raise UsageError(f"{spec.source}: no feasible configuration in the space of "
-                         f"{ctx.workload.shape} {ctx.workload.dtype.name}; relax the overrides")
+                         f"{ctx.workload.shape} {ctx.workload.dtype.name}"
+                         + (f" (rejected by: {why})" if why else "") + "; relax the overrides")
     if total > limit:
         raise UsageError(f"{spec.source}: the exhaustive sampler would store {total:,} "
                          f"configs (limit {limit:,}): narrow the space (space.fix, space.range) "

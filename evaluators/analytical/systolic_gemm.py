@@ -37,8 +37,10 @@ from search_spaces.systolic_gemm.rules import (
     LOOP_ORDERS,
     MAPPING,
     Hardware,
+    accumulator_bytes,
     b_tile_bytes,
     hardware,
+    sparse_skips,
     tile_bytes,
 )
 from search_spaces.systolic_gemm.target import DATAFLOWS, SystolicTarget
@@ -121,16 +123,18 @@ def _term(batch: ConfigBatch, target: SystolicTarget, w: GemmMix, term: GemmTerm
     tm = np.minimum(batch["t_m"], term.M).astype(np.float64)
     tn = np.minimum(batch["t_n"], term.N).astype(np.float64)
     tk = np.minimum(batch["t_k"], term.K).astype(np.float64)
-    k_c = float(-(-term.K // 2)) if w.sparse else k            # K the array computes
-    tk_c = np.ceil(tk / 2) if w.sparse else tk
+    # K the array computes: 2:4 weights held in the PEs (ws) skip the pruned half; streamed
+    # through them (os, is) they are expanded at the array's edge and skip nothing
+    skips = sparse_skips(flow, w.sparse)
+    k_c = np.where(skips, float(-(-term.K // 2)), k)
+    tk_c = np.where(skips, np.ceil(tk / 2), tk)
     n_m, n_n, n_k = np.ceil(m / tm), np.ceil(n / tn), np.ceil(k / tk)
 
     # compute: folds along the dims the rows and columns hold, the streamed dim in tiles
-    dims = np.array([m, n, k_c])
     axes = _AXES[flow]
-    tiles = (tm, tn, tk_c)
+    dims, tiles = (m, n, k_c), (tm, tn, tk_c)
     t_r, t_c = np.choose(axes[:, 0], tiles), np.choose(axes[:, 1], tiles)
-    d_r, d_c, d_s = dims[axes[:, 0]], dims[axes[:, 1]], dims[axes[:, 2]]
+    d_r, d_c, d_s = (np.choose(axes[:, i], dims) for i in range(3))
     n_s = np.choose(axes[:, 2], (n_m, n_n, n_k))
     f_r, f_c = folds(d_r, t_r, rows), folds(d_c, t_c, cols)
     overhead = rows + cols - 2 + np.where(flow == _OS, 0.0, rows)  # WS/IS shift R cycles in
@@ -138,16 +142,20 @@ def _term(batch: ConfigBatch, target: SystolicTarget, w: GemmMix, term: GemmTerm
     one_array = f_r * f_c * (d_s + n_s * overhead)
     compute_cycles = one_array if arrays == 1 else \
         one_array * np.ceil(executions / arrays) / executions
-    macs = np.full(len(flow), m * k_c * n)
+    macs = m * k_c * n
 
-    # traffic: reuse across each operand's irrelevant loop, or its panel kept in SRAM
+    # traffic: reuse across each operand's irrelevant loop, or its panel kept in SRAM; C's
+    # partial sums are accumulators (at least 4 B), its final values the output type
+    acc = accumulator_bytes(dt)
     b_size = float(b_tile_bytes(np.array(term.K), np.array(term.N), dt.in_bytes, w.sparse))
     size = {"a": m * k * dt.in_bytes, "b": b_size, "c": m * n * dt.out_bytes}
     single = {"a": tm * tk * dt.in_bytes,
               "b": b_tile_bytes(tk, tn, dt.in_bytes, w.sparse).astype(np.float64),
-              "c": tm * tn * dt.out_bytes}
+              "c": tm * tn * acc}
     extent = {"m": m / tm, "n": n / tn, "k": k / tk}  # tiles a whole dim holds
-    again = {"a": n_n, "b": n_m, "c": 2 * n_k - 1}  # C: partial sums out per K tile, back in
+    # re-reads when not reused; C: partial sums out after each K tile but the last, back in
+    again = {"a": n_n * size["a"], "b": n_m * size["b"],
+             "c": size["c"] + (2 * n_k - 2) * m * n * acc}
     buffers = {op: batch[f"buf_{op}"] * arrays for op in OPERAND_DIMS}
     traffic, reused = {}, {}
     for op, (d1, d2) in OPERAND_DIMS.items():
@@ -155,36 +163,36 @@ def _term(batch: ConfigBatch, target: SystolicTarget, w: GemmMix, term: GemmTerm
             * np.where(_LOOPS[f"whole_{op}_{d2}"][order], extent[d2], 1.0)
         reused[op] = _LOOPS[f"now_{op}"][order] | (
             panel + (buffers[op] - 1) * single[op] <= hw.sram_bytes[op])
-        traffic[op] = size[op] * np.where(reused[op], 1.0, again[op])
+        traffic[op] = np.where(reused[op], size[op], again[op])
 
-    # time: a pipeline of tile steps (load, compute, store); double-buffered traffic overlaps
-    # the array's compute, except the first step's loads and the last step's store, and
-    # single-buffered traffic stalls it
+    # time: double-buffered traffic overlaps the array's compute, except what cannot: the
+    # first A and B tiles arrive before any compute, the last C tile leaves after it;
+    # single-buffered traffic stalls the array for all of its time
     clock = target.array.clock_hz
     t_comp = compute_cycles / clock
-    steps = n_m * n_n * n_k
-    t_overlap = sum(np.where(batch[f"buf_{op}"] == 2, traffic[op], 0.0) for op in OPERAND_DIMS)
+    double = {op: batch[f"buf_{op}"] == 2 for op in OPERAND_DIMS}
     dram_bytes = traffic["a"] + traffic["b"] + traffic["c"]
-    t_overlap = t_overlap / hw.dram_bytes_per_s
-    t_exposed = dram_bytes / hw.dram_bytes_per_s - t_overlap
-    step_comp, step_mem = t_comp / steps, t_overlap / steps
-    latency = (np.maximum(t_comp - step_comp, t_overlap - step_mem) + step_comp + step_mem
-               + t_exposed)
+    ends = (np.where(double["a"], single["a"], 0.0) + np.where(double["b"], single["b"], 0.0)
+            + np.where(double["c"], tm * tn * dt.out_bytes, 0.0))
+    overlapped = sum(np.where(double[op], traffic[op], 0.0) for op in OPERAND_DIMS) - ends
+    exposed = dram_bytes - overlapped - ends
+    bandwidth = hw.dram_bytes_per_s
+    latency = (ends + exposed) / bandwidth + np.maximum(t_comp, overlapped / bandwidth)
 
     # accesses for energy, in words of the target. SRAM reads into the array: a streamed
     # operand once per fold of the dim it does not span, a stationary one once per tile of the
     # streamed dim; C written once per K fold or tile
     word = target.memory.word_bytes
-    ib, ob = dt.in_bytes / word, dt.out_bytes / word
+    ib, ab = dt.in_bytes / word, acc / word
     a_reads = m * k * np.choose(flow, (f_c, f_c, n_n))
     b_reads = k_c * n * np.choose(flow, (f_r, n_m, f_c))
     c_writes = m * n * np.choose(flow, (n_k, f_r, f_r))
-    stationary_words = np.choose(flow, (m * n * n_k * ob, k_c * n * n_m * ib,
+    stationary_words = np.choose(flow, (m * n * n_k * ab, k_c * n * n_m * ib,
                                         k_c * m * n_n * ib))
     # SRAM words: the array's reads and writes (C's partial sums read back to accumulate), and
     # what DRAM fills or drains
     sram_words = {"a": a_reads * ib + traffic["a"] / word, "b": b_reads * ib + traffic["b"] / word,
-                  "c": (2 * c_writes - m * n) * ob + traffic["c"] / word}
+                  "c": (2 * c_writes - m * n) * ab + traffic["c"] / word}
     energy = energy_parts(target, macs, stationary_words, sram_words, hw.sram_bytes,
                           dram_bytes / word)
     return {

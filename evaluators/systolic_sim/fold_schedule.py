@@ -699,8 +699,18 @@ class _CalcReadBuffer:
 # The run
 
 
+#: The largest GEMM dimension simulated: the schedule keeps arrays per fold and per line of a
+#: fold, so a larger one (a mistyped topology row) would exhaust memory instead of answering.
+MAX_DIMENSION = 1 << 22
+
+
 def _validate_gemm(m: object, n: object, k: object) -> tuple[int, int, int]:
-    return _positive_int("m", m), _positive_int("n", n), _positive_int("k", k)
+    dims = _positive_int("m", m), _positive_int("n", n), _positive_int("k", k)
+    for name, value in zip("mnk", dims, strict=True):
+        if value > MAX_DIMENSION:
+            raise UsageError(f"{name} = {value:,} is too large to simulate (at most "
+                             f"{MAX_DIMENSION:,})")
+    return dims
 
 
 def _kb_words(kb: float) -> int:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.core.dtypes import DtypePair
 from dse.core.errors import UsageError
 from dse.core.params import ChoiceParam, ConfigBatch, IntParam, Param, Rule
 from search_spaces.systolic_gemm.target import DATAFLOWS, SystolicTarget
@@ -29,6 +30,9 @@ HARDWARE = ("rows", "cols", "ifmap_kb", "filter_kb", "ofmap_kb", "dram_mb_s")
 # per dataflow (SCALE-Sim's mapping: its Sr = M, Sc = N, T = K)
 MAPPING: dict[str, tuple[str, str, str]] = {"os": ("m", "n", "k"), "ws": ("k", "n", "m"),
                                             "is": ("k", "m", "n")}
+# the largest hardware a config may name (its products stay well inside int64)
+HARDWARE_MAX = {"rows": 1 << 16, "cols": 1 << 16, "ifmap_kb": 1 << 24, "filter_kb": 1 << 24,
+                "ofmap_kb": 1 << 24, "dram_mb_s": 10**9}
 HELP = {
     "t_m": "rows of A and C in one SRAM tile",
     "t_k": "depth of one SRAM tile (dense K; 2:4 weights keep half of it)",
@@ -54,7 +58,7 @@ def parameters(target: SystolicTarget) -> dict[str, Param]:
     params += [ChoiceParam("dataflow", HELP["dataflow"], DATAFLOWS),
                ChoiceParam("loop_order", HELP["loop_order"], LOOP_ORDERS)]
     params += [IntParam(b, HELP[b], 1, 2) for b in BUFFERS]
-    params += [IntParam(h, HELP[h], 0) for h in HARDWARE]
+    params += [IntParam(h, HELP[h], 0, HARDWARE_MAX[h]) for h in HARDWARE]
     return {p.name: p for p in params}
 
 
@@ -90,13 +94,34 @@ def b_tile_bytes(t_k: np.ndarray, t_n: np.ndarray, in_bytes: int, sparse: bool) 
     return kept * in_bytes + -(-kept // 4)
 
 
+def accumulator_bytes(dtype: DtypePair) -> int:
+    """Bytes of one partial sum: the output type, 4 at least (INT32 or FP32 accumulators)."""
+    return max(dtype.out_bytes, 4)
+
+
+def sparse_skips(flow: np.ndarray, sparse: bool) -> np.ndarray:
+    """Whether 2:4 weights halve the array's MACs: only when they stay in the PEs (ws), each
+    with its 2-bit index selecting one of four streamed activations (the seed's sparse PE);
+    streamed weights (os, is) are expanded at the array's edge."""
+    return np.full(len(flow), sparse) & (flow == DATAFLOWS.index("ws"))
+
+
+def held_tile(batch: ConfigBatch, dim: str, sparse: bool) -> np.ndarray:
+    """The tile along ``dim`` as the array holds it: 2:4 weights in the PEs keep half of K."""
+    tile = batch[f"t_{dim}"]
+    if dim != "k" or not sparse:
+        return tile
+    return np.where(sparse_skips(batch["dataflow"], sparse), -(-tile // 2), tile)
+
+
 def tile_bytes(batch: ConfigBatch, w: GemmMix, arrays: int) -> dict[str, np.ndarray]:
-    """SRAM each operand's buffers take: buffer count x tile x the arrays working at once."""
+    """SRAM each operand's buffers take: buffer count x tile x the arrays working at once (C
+    as accumulators)."""
     dt = w.dtype
     t_m, t_k, t_n = (batch[t] for t in TILES)
     return {"a": batch["buf_a"] * t_m * t_k * dt.in_bytes * arrays,
             "b": batch["buf_b"] * b_tile_bytes(t_k, t_n, dt.in_bytes, w.sparse) * arrays,
-            "c": batch["buf_c"] * t_m * t_n * dt.out_bytes * arrays}
+            "c": batch["buf_c"] * t_m * t_n * accumulator_bytes(dt) * arrays}
 
 
 def _mapped(batch: ConfigBatch, hw: Hardware) -> dict[str, np.ndarray]:
@@ -119,22 +144,25 @@ def rules(target: SystolicTarget, w: GemmMix) -> tuple[Rule, ...]:
     names = {"a": ("ifmap", "buf_a", "t_m x t_k"), "b": ("filter", "buf_b", "t_k x t_n"),
              "c": ("ofmap", "buf_c", "t_m x t_n")}
 
-    def aligned(b: ConfigBatch) -> np.ndarray:
+    def misfit(b: ConfigBatch) -> dict[str, np.ndarray]:
         size = _mapped(b, hardware(b, target))
-        ok = np.ones(len(b["t_m"]), dtype=bool)
-        for d in "mnk":
-            tile, p = b[f"t_{d}"], size[d]
-            ok &= (p == 0) | (tile % np.maximum(p, 1) == 0) | (tile >= full[d])
-        return ok
+        return {d: (size[d] > 0) & (held_tile(b, d, w.sparse) % np.maximum(size[d], 1) > 0)
+                & (b[f"t_{d}"] < full[d]) for d in "mnk"}
+
+    def aligned(b: ConfigBatch) -> np.ndarray:
+        bad = misfit(b)
+        return ~(bad["m"] | bad["n"] | bad["k"])
 
     def misaligned(b: ConfigBatch, i: int) -> str:
-        size = _mapped(b, hardware(b, target))
+        size, bad = _mapped(b, hardware(b, target)), misfit(b)
         flow = DATAFLOWS[int(b["dataflow"][i])]
-        bad = [f"t_{d}={int(b[f't_{d}'][i])} is not a multiple of the {int(size[d][i])} PEs "
-               f"that hold {d.upper()} under {flow}" for d in "mnk"
-               if size[d][i] and b[f"t_{d}"][i] % size[d][i] and b[f"t_{d}"][i] < full[d]]
-        return "; ".join(bad) + " (every fold of such a tile leaves PEs idle that a tile of " \
-                                "whole folds would use)"
+        held = {d: int(held_tile(b, d, w.sparse)[i]) for d in "mnk"}
+        text = [f"t_{d}={int(b[f't_{d}'][i])}"
+                + (f" ({held[d]} kept weights under 2:4)" if held[d] != b[f"t_{d}"][i] else "")
+                + f" is not a multiple of the {int(size[d][i])} PEs that hold {d.upper()} "
+                  f"under {flow}" for d in "mnk" if bad[d][i]]
+        return "; ".join(text) + " (every fold of such a tile leaves PEs idle that a tile of " \
+                                 "whole folds would use)"
 
     def fits(op: str) -> Rule:
         label, buf, dims_text = names[op]
@@ -161,6 +189,11 @@ def rules(target: SystolicTarget, w: GemmMix) -> tuple[Rule, ...]:
              "folds (a multiple of the array's rows or columns) or the whole matrix",
              aligned, misaligned),
         fits("a"), fits("b"), fits("c"),
+        *([Rule("sparse_groups", "2:4 weights: a tile holds whole groups of four weights "
+                "along K (t_k a multiple of 4) or the whole K",
+                lambda b: (b["t_k"] % 4 == 0) | (b["t_k"] >= w.K),
+                lambda b, i: f"t_k={int(b['t_k'][i])} splits a group of four 2:4 weights "
+                             "(a multiple of 4 or the whole K)")] if w.sparse else []),
     )
 
 

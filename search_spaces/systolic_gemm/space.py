@@ -167,10 +167,17 @@ class SystolicGemmSpace(SearchSpace):
                     rows: int, cols: int) -> np.ndarray:
         """The product of the inner axes, tiles along the array's dims cut to whole folds."""
         on_rows, on_cols, _ = MAPPING[DATAFLOWS[flow]]
-        full = {"m": self.workload.M, "n": self.workload.N, "k": self.workload.K}
+        w = self.workload
+        full = {"m": w.M, "n": w.N, "k": w.K}
+        halves = w.sparse and DATAFLOWS[flow] == "ws"  # the PEs hold half of K's weights
+
+        def held(dim: str, v: int) -> int:
+            return -(-v // 2) if dim == "k" and halves else v
+
         kept = dict(axes)
         for dim, pes in ((on_rows, rows), (on_cols, cols)):
-            kept[f"t_{dim}"] = [v for v in axes[f"t_{dim}"] if v % pes == 0 or v >= full[dim]]
+            kept[f"t_{dim}"] = [v for v in axes[f"t_{dim}"]
+                                if held(dim, v) % pes == 0 or v >= full[dim]]
         return np.array(np.meshgrid(*(kept[n] for n in inner), indexing="ij"),
                         dtype=np.int64).reshape(len(inner), -1)
 
