@@ -15,17 +15,20 @@ the rows and M on the columns and streams N.
   reuses its tile at once when no loop that does index it is nested inside; otherwise the
   operand's panel (its extent over the inner loops) must stay in its SRAM, and when it does not
   fit, the operand is read again on every iteration of that loop (the seed's R_A). C that
-  cannot stay on chip across K writes its partial sums out and reads them back.
-* **Time.** DRAM moves the operands at the config's bandwidth. A double-buffered operand loads
-  the next tile while the array computes (time max(compute, its traffic), plus the first
-  tiles' load and the last C tile's drain); a single-buffered one stalls the array for all of
-  its traffic. Stall cycles are what the array waits beyond its compute.
+  cannot stay on chip across K writes its partial sums out after each K tile but the last and
+  reads them back, at the accumulator's width (4 B at least).
+* **Time.** DRAM moves the operands at the config's bandwidth. Double-buffered traffic overlaps
+  the array's compute, except that the first A and B tiles arrive before any compute and the
+  last C tile leaves after it; single-buffered traffic stalls the array for all of its time.
+  Stall cycles are what the array waits beyond its compute.
 * **Energy.** MACs x E_MAC, three register accesses per MAC (two operands and the partial sum),
-  the stationary operand's loads into the PEs at the PE-local level, every SRAM read, write and
-  fill at the global-buffer level, and DRAM words at the DRAM level (the target's pJ).
-* **2:4 sparsity** of the weights halves K for the array (half the MACs and the folds along K)
-  and B's traffic, plus a 2-bit index per kept value; A is still read whole (the PE's 4:2
-  multiplexer picks the activations the kept weights need).
+  the stationary operand's loads into the PEs at the PE-local level, each operand's SRAM reads,
+  writes and fills at its SRAM's access energy (the global buffer's, scaled with the SRAM's
+  size), and DRAM words at the DRAM level (the target's pJ).
+* **2:4 sparsity** of the weights halves B's storage and traffic, plus a 2-bit index per kept
+  value. Where the weights stay in the PEs (ws) the array computes half of K (half the MACs and
+  the folds along K) and A is still read whole (each PE's index picks one of four streamed
+  activations); streamed weights (os, is) are expanded at the array's edge and skip nothing.
 """
 
 from __future__ import annotations
