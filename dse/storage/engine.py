@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +43,28 @@ def make_engine(url: str) -> Engine:
         def _pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
             # WAL lets readers run beside a writer; writers wait (timeout) instead of failing.
             cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _journal_mode_wal(cursor)
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
 
         return engine
     return _engine(url, pool_pre_ping=True)
+
+
+def _journal_mode_wal(cursor: Any, wait_s: float = 60.0) -> None:
+    """Switch a new SQLite file to WAL. Switching needs the file to itself, and SQLite answers
+    "locked" at once, without its busy wait, while another process is creating the same new
+    file: try again for as long as a writer would wait for a lock."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _engine(url: str | URL, **options: Any) -> Engine:
