@@ -13,6 +13,7 @@ import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -136,6 +137,27 @@ def _mapped(batch: ConfigBatch, hw: Hardware) -> dict[str, np.ndarray]:
     return size
 
 
+class RuleBatch(dict):
+    """A config batch as the rules see it (the space's ``_context``): with the hardware, the
+    SRAM its tiles take and the array size along each dim computed once for all its rules."""
+
+    def __init__(self, batch: ConfigBatch, target: SystolicTarget, w: GemmMix) -> None:
+        super().__init__(batch)
+        self.target, self.workload = target, w
+
+    @cached_property
+    def hw(self) -> Hardware:
+        return hardware(self, self.target)
+
+    @cached_property
+    def held(self) -> dict[str, np.ndarray]:
+        return tile_bytes(self, self.workload, self.target.array.count)
+
+    @cached_property
+    def mapped(self) -> dict[str, np.ndarray]:
+        return _mapped(self, self.hw)
+
+
 def rules(target: SystolicTarget, w: GemmMix) -> tuple[Rule, ...]:
     """The space's rules (budgets come separately, see :func:`budget_rules`)."""
     dims = {"t_m": w.M, "t_k": w.K, "t_n": w.N}
@@ -144,17 +166,17 @@ def rules(target: SystolicTarget, w: GemmMix) -> tuple[Rule, ...]:
     names = {"a": ("ifmap", "buf_a", "t_m x t_k"), "b": ("filter", "buf_b", "t_k x t_n"),
              "c": ("ofmap", "buf_c", "t_m x t_n")}
 
-    def misfit(b: ConfigBatch) -> dict[str, np.ndarray]:
-        size = _mapped(b, hardware(b, target))
+    def misfit(b: RuleBatch) -> dict[str, np.ndarray]:
+        size = b.mapped
         return {d: (size[d] > 0) & (held_tile(b, d, w.sparse) % np.maximum(size[d], 1) > 0)
                 & (b[f"t_{d}"] < full[d]) for d in "mnk"}
 
-    def aligned(b: ConfigBatch) -> np.ndarray:
+    def aligned(b: RuleBatch) -> np.ndarray:
         bad = misfit(b)
         return ~(bad["m"] | bad["n"] | bad["k"])
 
-    def misaligned(b: ConfigBatch, i: int) -> str:
-        size, bad = _mapped(b, hardware(b, target)), misfit(b)
+    def misaligned(b: RuleBatch, i: int) -> str:
+        size, bad = b.mapped, misfit(b)
         flow = DATAFLOWS[int(b["dataflow"][i])]
         held = {d: int(held_tile(b, d, w.sparse)[i]) for d in "mnk"}
         text = [f"t_{d}={int(b[f't_{d}'][i])}"
@@ -167,12 +189,11 @@ def rules(target: SystolicTarget, w: GemmMix) -> tuple[Rule, ...]:
     def fits(op: str) -> Rule:
         label, buf, dims_text = names[op]
 
-        def check(b: ConfigBatch) -> np.ndarray:
-            return tile_bytes(b, w, arrays)[op] <= hardware(b, target).sram_bytes[op]
+        def check(b: RuleBatch) -> np.ndarray:
+            return b.held[op] <= b.hw.sram_bytes[op]
 
-        def explain(b: ConfigBatch, i: int) -> str:
-            used = int(tile_bytes(b, w, arrays)[op][i])
-            have = int(hardware(b, target).sram_bytes[op][i])
+        def explain(b: RuleBatch, i: int) -> str:
+            used, have = int(b.held[op][i]), int(b.hw.sram_bytes[op][i])
             per = f" for {arrays} arrays" if arrays > 1 else ""
             return (f"{int(b[buf][i])} {dims_text} tile(s) of {op.upper()}{per} take {used:,} B, "
                     f"more than the {have:,} B {label} SRAM")
@@ -206,11 +227,11 @@ BUDGETS: dict[str, str] = {
 _BUDGET = re.compile(r"^\s*(\w+)\s*<=\s*([0-9][0-9_]*)\s*$")
 
 
-def budget_value(name: str, b: ConfigBatch, target: SystolicTarget) -> np.ndarray:
+def budget_value(name: str, b: RuleBatch) -> np.ndarray:
     """A budgeted quantity of each config."""
-    hw = hardware(b, target)
+    hw = b.hw
     if name == "pes":
-        return hw.rows * hw.cols * target.array.count
+        return hw.rows * hw.cols * b.target.array.count
     if name == "sram_kb":
         return sum(hw.sram_bytes.values()) // 1024
     return (hw.dram_bytes_per_s / 1e6).astype(np.int64)
@@ -235,12 +256,12 @@ def split_budgets(constraints: Sequence[str]) -> tuple[dict[str, int], list[str]
     return budgets, others
 
 
-def budget_rules(budgets: Mapping[str, int], target: SystolicTarget) -> tuple[Rule, ...]:
+def budget_rules(budgets: Mapping[str, int]) -> tuple[Rule, ...]:
     """One rule a budget: the config's hardware stays within what the study allows."""
     def rule(name: str, limit: int) -> Rule:
         return Rule(f"budget_{name}", f"{BUDGETS[name]} at most {limit:,} (the study's budget)",
-                    lambda b: budget_value(name, b, target) <= limit,
-                    lambda b, i: f"{BUDGETS[name]}: {int(budget_value(name, b, target)[i]):,} "
+                    lambda b: budget_value(name, b) <= limit,
+                    lambda b, i: f"{BUDGETS[name]}: {int(budget_value(name, b)[i]):,} "
                                  f"over the study's budget of {limit:,}")
 
     return tuple(rule(name, limit) for name, limit in budgets.items())

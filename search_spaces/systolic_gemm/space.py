@@ -18,6 +18,7 @@ from search_spaces.systolic_gemm.rules import (
     HARDWARE,
     MAPPING,
     TILES,
+    RuleBatch,
     budget_rules,
     describe_budgets,
     parameters,
@@ -78,7 +79,10 @@ class SystolicGemmSpace(SearchSpace):
         self.target, self.workload = target, workload
         self.budgets = budgets
         self._params = parameters(target)
-        self.constraints = rules(target, workload) + budget_rules(budgets, target)
+        self.constraints = rules(target, workload) + budget_rules(budgets)
+
+    def _context(self, batch: ConfigBatch) -> RuleBatch:
+        return RuleBatch(batch, self.target, self.workload)
 
     def defaults(self) -> dict[str, Any]:
         return {"dataflow": self.target.array.dataflow, "loop_order": "mnk",
