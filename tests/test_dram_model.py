@@ -28,7 +28,9 @@ def test_writes_and_merged_streams():
         d.write_efficiency * run_bandwidth(np.array([512.0]), d)[0])
     assert merged_run(np.array([100.0]), np.array([1]), d)[0] == 100.0
     assert merged_run(np.array([100.0]), np.array([4]), d)[0] == pytest.approx(
-        100 * (1 + 3 * d.adjacent_merge))
+        100 * (1 + 3 * d.read_merge))
+    assert merged_run(np.array([100.0]), np.array([4]), d, write=True)[0] == pytest.approx(
+        100 * (1 + 3 * d.write_merge))
 
 
 def test_traffic_matches_eqs_6_to_8():

@@ -64,6 +64,7 @@ def test_fit_residuals_on_published_kernels():
     assert max(abs(e) for e in xdna.values()) < 0.04
     xdna2 = kernel_residuals(XDNA2, [p for p in points if p.device == "xdna2"])
     int8 = [e for label, e in xdna2.items() if "int8" in label]
-    assert max(abs(e) for e in int8) < 0.01
+    # two constants (C cost per byte and per element) on three kernels
+    assert max(abs(e) for e in int8) < 0.015
     # bf16 on XDNA2 is predicted from the int8 datapath plus conversion, not fitted
     assert abs(xdna2["xdna2 bf16-bf16 48x152x48"]) < 0.03

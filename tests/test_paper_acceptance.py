@@ -30,8 +30,8 @@ def _predicted(point):
 
 def test_table2_end_to_end_error():
     errors = np.array([_predicted(p) / p.tops - 1 for p in TABLE2])
-    assert np.mean(np.abs(errors)) <= 0.05
-    assert np.max(np.abs(errors)) <= 0.08
+    assert np.mean(np.abs(errors)) <= 0.01
+    assert np.max(np.abs(errors)) <= 0.021
 
 
 @pytest.mark.parametrize("dtype", sorted({p.dtype for p in TABLE2}))

@@ -103,13 +103,15 @@ def test_double_buffered_c_best_is_13_percent_slower(analytical):
     ("xdna", "int8-int8", "4032x4032x4032"), ("xdna2", "int8-int16", "4096x4096x4096"),
     ("xdna2", "bf16-bf16", "2048x2048x2048")])
 def test_agrees_with_the_analytical_model_when_compute_bound(target, dtype, shape, analytical):
-    """Clearly compute-bound configs (the model's compute time 30 % above its memory time)."""
+    """Clearly compute-bound configs (the model's compute time 50 % above its memory time: below
+    that, a round's burst of C join writes on short runs can delay the next reads, which the
+    simulator sees and the model's averages do not)."""
     ctx = build_context(target, dtype, shape)
     batch, _ = ctx.space.enumerate()
     ok = np.flatnonzero(ctx.space.check(batch).ok)
     sample = batch_take(batch, np.random.default_rng(0).choice(ok, 400, replace=False))
     model = analytical.score(sample, ctx)
-    chosen = np.flatnonzero(model["balance"] > 1.3)[:12]
+    chosen = np.flatnonzero(model["balance"] > 1.5)[:12]
     assert len(chosen) >= 5
     results = SimulatorEvaluator().evaluate(batch_take(sample, chosen), ctx)
     for i, result in zip(chosen, results, strict=True):

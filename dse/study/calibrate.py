@@ -2,7 +2,8 @@
 coefficients to the measurements a study stored, and write a new target file.
 
 The fit minimises the squared log-ratio of predicted to measured time, with a small pull
-towards the current values (few measurements should not move many coefficients far). Its error
+towards the current values (few measurements should not move many coefficients far; one at 0,
+an effect the file leaves out, starts at a small share of its bound and moves freely). Its error
 is reported on held-out measurements by 3-fold cross-validation (every third trial in a fold):
 each measurement predicted by coefficients fitted without it, against the current
 coefficients' error; the written file holds the fit on all measurements.
@@ -32,6 +33,7 @@ from dse.storage.store import ResultStore
 RIDGE = 0.1  # weight of the pull towards the current coefficients (log scale)
 FOLDS = 3
 LOG_RANGE = 5.0  # a coefficient moves at most e^5 either way
+ZERO_START = 0.01  # a coefficient at 0 starts at this share of its upper bound
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,15 @@ def _errors(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
     return {"mape": float(np.mean(np.abs(rel))),
             "spearman": float(pd.Series(predicted).corr(pd.Series(measured),
                                                         method="spearman"))}
+
+
+def _start_value(value: float, upper: float | None) -> float:
+    """Where the fit of one coefficient starts. The fit moves coefficients by factors, so a 0
+    (an effect the file leaves out, such as XDNA2's merging of reads) starts at a small share of
+    its bound; a share above its peak starts at the peak (the fit keeps it there)."""
+    if value <= 0 and upper is not None:
+        return upper * ZERO_START
+    return min(value, np.inf if upper is None else upper)
 
 
 def calibrate_study(store: ResultStore, study: str, evaluator: str, against: str,
@@ -96,9 +107,11 @@ def calibrate_study(store: ResultStore, study: str, evaluator: str, against: str
         return np.concatenate(out_)
 
     keys = [c.dotted for c in free]
-    # a share above its peak in the target file starts at the peak (the fit keeps it there)
-    start = np.array([min(dotted_value(target, c.dotted), np.inf if c.upper is None
-                          else c.upper) for c in free], dtype=float)
+    current = np.array([dotted_value(target, c.dotted) for c in free], dtype=float)
+    start = np.array([_start_value(value, c.upper) for c, value in zip(free, current,
+                                                                        strict=True)])
+    # a coefficient at 0 has no value in the log scale to be pulled back to: it moves freely
+    ridge = np.where(current > 0, RIDGE, 0.0)
     upper = np.array([LOG_RANGE if c.upper is None
                       else max(min(LOG_RANGE, np.log(c.upper / value)), 1e-9)
                       for c, value in zip(free, start, strict=True)])
@@ -107,7 +120,7 @@ def calibrate_study(store: ResultStore, study: str, evaluator: str, against: str
         def residual(x: np.ndarray) -> np.ndarray:
             t = with_dotted(target, dict(zip(keys, start * np.exp(x), strict=True)))
             fit_error = np.log(predict(t)[mask] / measured_s[mask])
-            return np.concatenate([fit_error, RIDGE * x])  # stay near the old values
+            return np.concatenate([fit_error, ridge * x])  # stay near the old values
 
         from scipy.optimize import least_squares
 

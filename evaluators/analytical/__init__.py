@@ -40,7 +40,9 @@ class AnalyticalEvaluator(Evaluator):
     # 2: the Triton space's shared memory and registers under TMA loads.
     # 3: Ascend charges one DMA command per K-segment load of A and B (the design's T_iter),
     # not one per operand; the systolic family joins
-    version: ClassVar[str] = "3"
+    # 4: XDNA2's kernel at the MAC peak with its losses on the C tile; a row-major B's reads
+    # and the C join's writes merge separately (XDNA2's reads do not)
+    version: ClassVar[str] = "4"
     fidelity: ClassVar[str] = "analytical"
     spaces = _FamiliesWithModel()  # type: ignore[assignment]
     capabilities: ClassVar[Capabilities] = Capabilities(score=True)

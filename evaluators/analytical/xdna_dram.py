@@ -6,8 +6,9 @@ with the run length ``L``; long runs saturate at the peak. The two regimes meet 
 ``run_knee_bytes`` and are blended by a p-norm, ``peak * L / (L**p + knee**p) ** (1/p)`` with
 ``p = run_knee_sharpness`` (p = 1 is a pure per-run overhead; large p a hard knee).
 Runs of neighbouring columns that read or write adjacent spans of the same rows at the same time
-(row-major B, the C join) partly merge in the memory controller: ``adjacent_merge`` is the
-fraction of each extra stream that lengthens the run. Writes get ``write_efficiency`` on top.
+(row-major B, the C join) partly merge in the memory controller: ``read_merge`` and
+``write_merge`` are the fraction of each extra stream that lengthens the run. Writes get
+``write_efficiency`` on top.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ def run_bandwidth(run_bytes: np.ndarray, dram: DramSpec, write: bool = False) ->
     return bw * dram.write_efficiency if write else bw
 
 
-def merged_run(run_bytes: np.ndarray, streams: np.ndarray, dram: DramSpec) -> np.ndarray:
-    """Effective run length of ``streams`` concurrent transfers of adjacent spans."""
-    return np.asarray(run_bytes, dtype=np.float64) * (1 + dram.adjacent_merge * (streams - 1))
+def merged_run(run_bytes: np.ndarray, streams: np.ndarray, dram: DramSpec,
+               write: bool = False) -> np.ndarray:
+    """Effective run length of ``streams`` concurrent reads (or writes) of adjacent spans."""
+    merge = dram.write_merge if write else dram.read_merge
+    return np.asarray(run_bytes, dtype=np.float64) * (1 + merge * (streams - 1))
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ def dram_traffic(
     # columns read adjacent spans of the same rows.
     run_b = np.where(geo.b_col_major, geo.kmt * geo.ty_b,
                      merged_run(geo.n * geo.ty_b, b_par, dram))
-    run_c = merged_run(geo.n * geo.ty_c, b_par, dram)
+    run_c = merged_run(geo.n * geo.ty_c, b_par, dram, write=True)
     return DramTraffic(
         bytes_a=bytes_a, bytes_b=bytes_b, bytes_c=bytes_c,
         bw_a=run_bandwidth(run_a, dram), bw_b=run_bandwidth(run_b, dram),

@@ -4,10 +4,13 @@ The kernel is output-stationary: each call loads the partial C tile, accumulates
 micro-tile MACs into it through (expand_r x expand_t) register blocks, and stores it back.
 Cycles are split by where they go:
 
-* MACs at the datapath peak, derated by a steady-state issue efficiency (``mac_efficiency``);
+* MACs at the datapath peak, derated by a steady-state issue efficiency (``mac_efficiency``;
+  1 on XDNA2, whose 2x2 block's operand loads exactly fill its two load ports, so Table 1's
+  losses there are the C tile's; see docs/models.md);
 * converting inputs to bfp16 (XDNA2 bf16): each A sub-tile is converted once per register-block
   column and each B sub-tile once per register-block row, so ``mkn/(t*et) + mkn/(r*er)`` elements;
-* loading and storing the C tile: per element plus per byte of the output type;
+* loading the C tile's partial sums into the accumulators, converting and storing them: per
+  element plus per byte of the output type (this is what makes a small k_ct compute less);
 * a fixed cost per call.
 
 Input loads are hidden behind the MACs on both architectures (two load ports feed the register

@@ -89,7 +89,8 @@ class SimulatorEvaluator(Evaluator):
     """Event simulation of the whole-array GEMM (one representative of each identical actor)."""
 
     name: ClassVar[str] = "simulator"
-    version: ClassVar[str] = "1"
+    # 2: the analytical model's version 4 kernel and DRAM merges
+    version: ClassVar[str] = "2"
     fidelity: ClassVar[str] = "simulator"
     spaces: ClassVar[tuple[str, ...]] = ("xdna_gemm",)  # search spaces it can score
     capabilities: ClassVar[Capabilities] = Capabilities(timeline=True)

@@ -114,7 +114,7 @@ def make_plan(batch: ConfigBatch, target: XdnaTarget, workload: GemmWorkload) ->
         a_tiles_per_chunk=kmt // k, b_tiles_per_chunk=kmt // k if col_major else 1,
         drain_s=m * n * geo.ty_c / bw / clock,
         eff_a=eff(kmt * geo.ty_a), eff_b=eff(run_b),
-        eff_c=eff(merged_run(n * geo.ty_c, np.array(b_par), dram), write=True),
+        eff_c=eff(merged_run(n * geo.ty_c, np.array(b_par), dram, write=True), write=True),
         dram_peak=dram.peak_bytes_per_s, channel_bps=bw * clock,
         setup_s=sim_spec.dma_setup_cycles / clock,
         depth={name: int(batch[name][0]) for name in

@@ -51,9 +51,13 @@ class XdnaGemmSpace(SearchSpace):
     required = TILE_PARAMS
     kernel_keys = TILE_PARAMS
     tile_axes = ("m_ct", "n_ct", "k_ct")
-    # DRAM bandwidth and the fixed cost of a dispatch are what measurements pin down best
+    # DRAM bandwidth and the fixed cost of a dispatch are what measurements pin down best; the
+    # C tile's cost per byte sets how fast small-k_ct kernels compute, and the merging of a
+    # row-major B's reads how much that layout loses (XDNA2 ships it at 0: unmeasured)
     calibratable = (Calibratable("dram", "peak_bytes_per_s"),
-                    Calibratable("overheads", "dispatch_s"))
+                    Calibratable("overheads", "dispatch_s"),
+                    Calibratable("kernel", "out_cycles_per_byte"),
+                    Calibratable("dram", "read_merge", upper=1.0))
     time_parts = TIME_PARTS
     optional_constraints = OPTIONAL_CONSTRAINTS
     has_balance_procedure = True

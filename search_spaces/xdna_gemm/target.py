@@ -104,16 +104,19 @@ class DramSpec:
 
     A stream whose contiguous runs are ``L`` bytes gets
     ``peak * L / (L**p + run_knee_bytes**p) ** (1/p)`` with ``p = run_knee_sharpness``;
-    writes additionally get ``write_efficiency``. Streams of adjacent columns that read or write
-    neighbouring spans of the same rows merge into runs ``adjacent_merge`` times as long per
-    extra column.
+    writes additionally get ``write_efficiency``. Streams of adjacent columns that read
+    neighbouring spans of the same rows (a row-major B) merge into runs ``read_merge`` times as
+    long per extra column; their writes (the C join) ``write_merge`` times. The two differ
+    because the memory controller holds writes back and combines them, while reads are served
+    as they come, and only merge when the SoC path delivers them together (chip-specific).
     """
 
     peak_bytes_per_s: float
     run_knee_bytes: float = field(metadata=ZERO_OK)
     run_knee_sharpness: float
     write_efficiency: float
-    adjacent_merge: float = field(metadata=ZERO_OK)
+    read_merge: float = field(metadata=ZERO_OK)
+    write_merge: float = field(metadata=ZERO_OK)
     microbenchmark_bytes_per_s: float
 
 
