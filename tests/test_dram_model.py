@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dse.core.registry import load_target
-from evaluators.analytical.xdna_dram import merged_run, run_bandwidth
+from evaluators.analytical.xdna_dram import merged_run, page_shared_run, run_bandwidth
 from tests.helpers import score_one
 
 XDNA = load_target("xdna")
@@ -51,3 +51,21 @@ def test_padding_is_charged_in_traffic_and_time():
     assert padded["padding_ratio"] == pytest.approx((4032 + 448) / 4033 - 1)
     assert padded["dram_bytes"] > exact["dram_bytes"]
     assert padded["latency_s"] > exact["latency_s"] and padded["tops"] < exact["tops"]
+
+
+def test_runs_of_rows_shorter_than_a_page_share_its_opening():
+    d = XDNA.dram
+    run = np.array([144.0, 144.0, 144.0, 144.0])
+    row = np.array([d.page_bytes / 4, d.page_bytes / 4, d.page_bytes, 4 * d.page_bytes])
+    rows = np.array([64, 2, 64, 64])
+    # four rows to a page: four runs' worth; at most the tile's rows; one run a page or less
+    assert page_shared_run(run, row, rows, d).tolist() == [576.0, 288.0, 144.0, 144.0]
+    # so a row-major B is faster when N is short of a page, a column-major B does not care
+    short, long = ("4096x1024x1152", "4096x1024x9216")
+    kernel = dict(m_ct=128, k_ct=64, n_ct=144, k_mt=512)
+    row_major = [score_one("xdna2", "int8-int8", s, "row", **kernel)["dram_gbps"]
+                 for s in (short, long)]
+    col_major = [score_one("xdna2", "int8-int8", s, "col", **kernel)["dram_gbps"]
+                 for s in (short, long)]
+    assert row_major[0] > 1.3 * row_major[1]
+    assert col_major[0] == pytest.approx(col_major[1], rel=0.02)

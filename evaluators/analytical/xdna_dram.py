@@ -7,8 +7,10 @@ with the run length ``L``; long runs saturate at the peak. The two regimes meet 
 ``p = run_knee_sharpness`` (p = 1 is a pure per-run overhead; large p a hard knee).
 Runs of neighbouring columns that read or write adjacent spans of the same rows at the same time
 (row-major B, the C join) partly merge in the memory controller: ``read_merge`` and
-``write_merge`` are the fraction of each extra stream that lengthens the run. Writes get
-``write_efficiency`` on top.
+``write_merge`` are the fraction of each extra stream that lengthens the run. A stream's
+consecutive runs lie one matrix row apart; when rows are shorter than a DRAM page
+(``page_bytes``), several runs fall in the page one opening serves, and the cost per run is
+shared by them (at most the tile's rows). Writes get ``write_efficiency`` on top.
 """
 
 from __future__ import annotations
@@ -34,6 +36,43 @@ def merged_run(run_bytes: np.ndarray, streams: np.ndarray, dram: DramSpec,
     """Effective run length of ``streams`` concurrent reads (or writes) of adjacent spans."""
     merge = dram.write_merge if write else dram.read_merge
     return np.asarray(run_bytes, dtype=np.float64) * (1 + merge * (streams - 1))
+
+
+def page_shared_run(run_bytes: np.ndarray, row_bytes: np.ndarray, rows: np.ndarray,
+                    dram: DramSpec) -> np.ndarray:
+    """Effective run length of ``rows`` runs that lie ``row_bytes`` apart: the runs one DRAM
+    page holds share its opening, as if they were one run."""
+    per_page = np.clip(dram.page_bytes / np.asarray(row_bytes, dtype=np.float64), 1.0, rows)
+    return np.asarray(run_bytes, dtype=np.float64) * per_page
+
+
+@dataclass(frozen=True)
+class StreamRuns:
+    """Effective contiguous run length, in bytes, of the A, B and C streams."""
+
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+
+
+def stream_runs(geo: Geometry, a_par: np.ndarray, b_par: np.ndarray,
+                dram: DramSpec) -> StreamRuns:
+    """Run lengths of each stream of the schedule.
+
+    A (row-major) is staged as m_ct x k_mt tiles: runs of k_mt, one per row of A (K apart).
+    Column-major B runs along K for k_mt, one per column (K apart); row-major B along N for
+    n_ct only, one per row of B (N apart), the b_par columns reading adjacent spans of the same
+    rows. C's join (m_ct * a_par rows) writes n_ct per row of C (N apart), adjacent across the
+    columns.
+    """
+    row_a = geo.K * geo.ty_a
+    a = page_shared_run(geo.kmt * geo.ty_a, row_a, geo.m, dram)
+    b_col = page_shared_run(geo.kmt * geo.ty_b, geo.K * geo.ty_b, geo.n, dram)
+    b_row = page_shared_run(merged_run(geo.n * geo.ty_b, b_par, dram), geo.N * geo.ty_b,
+                            geo.k, dram)
+    c = page_shared_run(merged_run(geo.n * geo.ty_c, b_par, dram, write=True),
+                        geo.N * geo.ty_c, geo.m * a_par, dram)
+    return StreamRuns(a=a, b=np.where(geo.b_col_major, b_col, b_row), c=c)
 
 
 @dataclass(frozen=True)
@@ -80,15 +119,9 @@ def dram_traffic(
     bytes_a = macs * geo.ty_a / (geo.n * b_par)
     bytes_b = macs * geo.ty_b / (geo.m * a_par)
     bytes_c = geo.M.astype(np.float64) * geo.N * geo.ty_c
-    # A (row-major) is staged as m_ct x k_mt tiles of different row blocks: runs of k_mt.
-    run_a = geo.kmt * geo.ty_a
-    # Column-major B runs along K for k_mt; row-major B runs along N for n_ct, and the b_par
-    # columns read adjacent spans of the same rows.
-    run_b = np.where(geo.b_col_major, geo.kmt * geo.ty_b,
-                     merged_run(geo.n * geo.ty_b, b_par, dram))
-    run_c = merged_run(geo.n * geo.ty_c, b_par, dram, write=True)
+    runs = stream_runs(geo, a_par, b_par, dram)
     return DramTraffic(
         bytes_a=bytes_a, bytes_b=bytes_b, bytes_c=bytes_c,
-        bw_a=run_bandwidth(run_a, dram), bw_b=run_bandwidth(run_b, dram),
-        bw_c=run_bandwidth(run_c, dram, write=True),
+        bw_a=run_bandwidth(runs.a, dram), bw_b=run_bandwidth(runs.b, dram),
+        bw_c=run_bandwidth(runs.c, dram, write=True),
     )

@@ -33,7 +33,7 @@ import numpy as np
 
 from dse.core.params import ConfigBatch
 from dse.core.workload import GemmWorkload
-from evaluators.analytical.xdna_dram import merged_run, run_bandwidth
+from evaluators.analytical.xdna_dram import run_bandwidth, stream_runs
 from evaluators.analytical.xdna_kernel import kernel_cycles, zero_cycles
 from evaluators.simulator.engine import Fifo, SharedServer, Sim
 from search_spaces.xdna_gemm.geometry import derive
@@ -101,7 +101,7 @@ def make_plan(batch: ConfigBatch, target: XdnaTarget, workload: GemmWorkload) ->
         return float(run_bandwidth(np.asarray(run, dtype=float), dram, write)[()]
                      / dram.peak_bytes_per_s)
 
-    run_b = kmt * geo.ty_b if col_major else merged_run(n * geo.ty_b, np.array(b_par), dram)
+    runs = stream_runs(geo, batch["m_rows"], batch["n_cols"], dram)
     return Plan(
         rounds=rounds, calls=calls, call_s=call / clock,
         zero_s=float(zero_cycles(geo.m, geo.n, target.kernel, geo.ty_c)[0]) / clock,
@@ -113,8 +113,7 @@ def make_plan(batch: ConfigBatch, target: XdnaTarget, workload: GemmWorkload) ->
         a_tile_s=m * k * geo.ty_a / bw / clock, b_tile_s=k * n * geo.ty_b / bw / clock,
         a_tiles_per_chunk=kmt // k, b_tiles_per_chunk=kmt // k if col_major else 1,
         drain_s=m * n * geo.ty_c / bw / clock,
-        eff_a=eff(kmt * geo.ty_a), eff_b=eff(run_b),
-        eff_c=eff(merged_run(n * geo.ty_c, np.array(b_par), dram, write=True), write=True),
+        eff_a=eff(runs.a[0]), eff_b=eff(runs.b[0]), eff_c=eff(runs.c[0], write=True),
         dram_peak=dram.peak_bytes_per_s, channel_bps=bw * clock,
         setup_s=sim_spec.dma_setup_cycles / clock,
         depth={name: int(batch[name][0]) for name in

@@ -109,6 +109,7 @@ class DramSpec:
     long per extra column; their writes (the C join) ``write_merge`` times. The two differ
     because the memory controller holds writes back and combines them, while reads are served
     as they come, and only merge when the SoC path delivers them together (chip-specific).
+    Runs of one stream that lie less than ``page_bytes`` apart share a page opening.
     """
 
     peak_bytes_per_s: float
@@ -117,6 +118,7 @@ class DramSpec:
     write_efficiency: float
     read_merge: float = field(metadata=ZERO_OK)
     write_merge: float = field(metadata=ZERO_OK)
+    page_bytes: float
     microbenchmark_bytes_per_s: float
 
 
