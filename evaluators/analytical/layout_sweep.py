@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from dse.core.evaluator import EvalContext
+from dse.core.params import ConfigBatch
 from dse.core.registry import load_target
 from dse.core.workload import GemmWorkload
 from evaluators.analytical.paper_data import EndToEndPoint
@@ -45,16 +46,17 @@ MAX_DIMENSION = 8192
 Predictor = Callable[[XdnaTarget, EndToEndPoint, str], dict[str, Any]]
 
 
-def _config(target: XdnaTarget, point: EndToEndPoint, b_layout: str) -> EvalContext:
+def _encoded(target: XdnaTarget, point: EndToEndPoint,
+             b_layout: str) -> tuple[EvalContext, ConfigBatch]:
+    """The context of one sweep point and its config as a batch of one."""
     workload = GemmWorkload.parse(point.shape, point.dtype, b_layout)
     space = XdnaGemmSpace(target, workload)
-    return EvalContext(target, workload, space)
+    return EvalContext(target, workload, space), space.encode([space.resolve(point.params)])
 
 
 def analytical(target: XdnaTarget, point: EndToEndPoint, b_layout: str) -> dict[str, Any]:
     """The analytical model's metrics of one sweep point."""
-    ctx = _config(target, point, b_layout)
-    batch = ctx.space.encode([ctx.space.resolve(point.params)])
+    ctx, batch = _encoded(target, point, b_layout)
     return {name: values[0] for name, values in score(batch, target, ctx.workload).items()}
 
 
@@ -62,8 +64,7 @@ def simulated(target: XdnaTarget, point: EndToEndPoint, b_layout: str) -> dict[s
     """The event simulator's metrics of one sweep point."""
     from evaluators.simulator import SimulatorEvaluator
 
-    ctx = _config(target, point, b_layout)
-    batch = ctx.space.encode([ctx.space.resolve(point.params)])
+    ctx, batch = _encoded(target, point, b_layout)
     return SimulatorEvaluator().simulate(batch, ctx)
 
 
