@@ -19,6 +19,7 @@ import shutil
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -37,11 +38,19 @@ TARGET_S = 2.0
 
 
 def fetch(url: str) -> tuple[float, int]:
-    """Seconds to GET ``url`` and read its whole body, and the body's size in bytes."""
+    """Seconds to GET ``url`` and read its whole body, and the body's size in bytes; any answer
+    but 200 ends the benchmark with the status and the start of the body (a page that fails
+    fast is not a fast page)."""
     start = time.perf_counter()
-    with urllib.request.urlopen(url) as response:
-        size = len(response.read())
-    return time.perf_counter() - start, size
+    try:
+        with urllib.request.urlopen(url) as response:
+            status, body = response.status, response.read()
+    except urllib.error.HTTPError as error:
+        status, body = error.code, error.read()
+    if status != 200:
+        raise SystemExit(f"FAILED: {url} answered HTTP {status}: "
+                         f"{body[:300].decode(errors='replace')}")
+    return time.perf_counter() - start, len(body)
 
 
 def browser_times(urls: dict[str, str]) -> dict[str, list[float]]:

@@ -221,3 +221,22 @@ def test_study_page_overview_and_ladder_history(client):
     assert page.count('href="#workload-') == 2 and 'id="legend"' in page
     ladder = client.get("/study/lad").text
     assert "best so far (analytical)" in ladder and "best so far (simulator)" in ladder
+
+
+def test_a_study_larger_than_the_sample_renders(studies, monkeypatch):
+    # A study with more feasible trials than the summary samples draws its plots from the sample
+    # plus the best trials, two reads whose rows repeat index labels (this answered HTTP 500).
+    from dse.dashboard import data
+
+    monkeypatch.setattr(data, "SAMPLE_ROWS", 7)
+    page = create_app(studies).test_client().get("/study/two")
+    assert page.status_code == 200 and "importance" in page.text.lower()
+
+
+def test_parameter_importance_ignores_repeated_index_labels():
+    from dse.analysis.figures import parameter_importance
+
+    rows = pd.DataFrame({"a": [1, 1, 2, 2, 3, 3], "tops": [1.0, 1.1, 2.0, 2.1, 3.0, 3.2]})
+    repeated = pd.concat([rows.iloc[:4], rows.iloc[4:]]).set_axis([0, 1, 2, 3, 0, 1])
+    assert parameter_importance(repeated, ["a"], "tops")["a"] == pytest.approx(
+        parameter_importance(rows, ["a"], "tops")["a"])

@@ -30,7 +30,8 @@ def thin(frame: pd.DataFrame, keep: pd.DataFrame | None = None,
     if len(frame) > limit:
         frame = frame.iloc[np.linspace(0, len(frame) - 1, limit).astype(int)]
     if keep is not None and not keep.empty:
-        frame = pd.concat([frame, keep[[c for c in frame.columns if c in keep]]])
+        frame = pd.concat([frame, keep[[c for c in frame.columns if c in keep]]],
+                          ignore_index=True)
         if "number" in frame:
             frame = frame.drop_duplicates("number")
     return frame
@@ -179,6 +180,7 @@ def parameter_importance(frame: pd.DataFrame, params: list[str], metric: str) ->
     which, unlike eta squared, does not credit a parameter for having many values (a parameter
     with a value per trial would otherwise explain everything). Parameters are coupled by the
     space's rules, so the shares overlap and need not add up to 1."""
+    frame = frame.reset_index(drop=True)  # rows gathered from several reads repeat labels
     values = frame[metric].astype(float)
     values = values[values.notna()]
     total = float(((values - values.mean()) ** 2).sum())

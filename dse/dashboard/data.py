@@ -135,7 +135,7 @@ def summarise(store: ResultStore, study: str, top: int = 10) -> StudySummary:
             evaluators=ok["evaluator"].to_numpy(),
             reasons=store.common_reasons(study, int(workload_id)) if len(ok) < len(group)
             else [],
-            sample=pd.concat([sample, best]).drop_duplicates("number"),
+            sample=pd.concat([sample, best], ignore_index=True).drop_duplicates("number"),
             ladder=ladder[ladder["number"].isin(set(group["number"]))]))
     return summary
 
