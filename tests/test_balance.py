@@ -68,3 +68,24 @@ def test_balance_without_a_start_for_the_paper_procedure_keeps_the_rest(tmp_path
     out = capsys.readouterr().out
     assert "paper's procedure: no feasible configuration to start" in out
     assert "study's best" in out and "model's best" in out and "what if" in out
+
+
+def test_balance_names_the_bound_dse_best_names(tmp_path, capsys):
+    # One definition of the bound everywhere: the compute units' busy time (computing and C
+    # drains) against DRAM time, not the compute time alone (t_comp), which called a config
+    # dse best named compute-bound "memory-bound by 0.8 %".
+    storage = str(tmp_path / "r.db")
+    spec = load_study(STUDIES / "quick.yaml")
+    run_study(spec, storage)
+    assert main(["best", spec.name, "--storage", storage, "--top", "1", "--json"]) == 0
+    (best,) = json.loads(capsys.readouterr().out)
+    assert main(["balance", spec.name, "--storage", storage, "--json"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    side = report["study_best"]
+    assert side["bound"] == best["bound"]
+    assert side["t_busy_s"] == pytest.approx(best["t_core_s"], rel=1e-6)
+    assert all(row["bound"] == ("compute" if row["t_busy_s"] >= row["t_mem_s"] else "memory")
+               for row in report["model_best"])
+    assert main(["balance", spec.name, "--storage", storage]) == 0
+    out = capsys.readouterr().out
+    assert f"{side['bound']}-bound: compute units busy" in out and "against DRAM" in out

@@ -25,12 +25,18 @@ FACTORS = (0.5, 0.75, 1.25, 1.5)
 
 
 def _side(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Which side bounds a config, and by how much. The side is the evaluator's own ``bound``
+    (the one ``dse run``, ``dse best`` and the dashboard show): the compute units' busy time
+    (``t_core_s``: computing plus what cannot overlap, such as C drains) against DRAM time.
+    Where an evaluator reports no busy time, the compute time stands for it."""
     t_comp, t_mem = metrics.get("t_comp_s"), metrics.get("t_mem_s")
     if not t_comp or not t_mem:
         return {}
-    bound = "compute" if t_comp >= t_mem else "memory"
-    margin = max(t_comp, t_mem) / min(t_comp, t_mem) - 1
-    return {"bound": bound, "t_comp_s": t_comp, "t_mem_s": t_mem, "margin": margin}
+    busy = metrics.get("t_core_s") or t_comp
+    bound = metrics.get("bound") or ("compute" if busy >= t_mem else "memory")
+    margin = max(busy, t_mem) / min(busy, t_mem) - 1
+    return {"bound": bound, "t_comp_s": t_comp, "t_busy_s": busy, "t_mem_s": t_mem,
+            "margin": margin}
 
 
 def _what_if(ctx: EvalContext, evaluator: Evaluator) -> list[dict[str, Any]]:

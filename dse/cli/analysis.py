@@ -63,7 +63,9 @@ def cmd_balance(args: argparse.Namespace) -> int:
         best = r.get("study_best")
         if best and best.get("bound"):
             print(f"study's best: {best['config']} at {best['tops']:.4g} TOPS "
-                  f"({best['evaluator']}), {best['bound']}-bound by {best['margin']:.1%}")
+                  f"({best['evaluator']}), {best['bound']}-bound: compute units busy "
+                  f"{best['t_busy_s'] * 1e3:.3f} ms against DRAM {best['t_mem_s'] * 1e3:.3f} ms "
+                  f"({best['margin']:.1%} apart)")
         if "paper_unavailable" in r:
             print(f"paper's procedure: {r['paper_unavailable']}")
         if "single_core_best" in r:
