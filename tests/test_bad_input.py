@@ -278,3 +278,28 @@ def test_ctrl_c_outside_a_study_run_ends_quietly(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+
+
+def test_a_workload_s_bar_closes_when_its_trials_are_done(tmp_path):
+    # Its elapsed time and rate stop there, not when the whole study ends.
+    import io
+
+    from dse.study.runner import run_study
+    from dse.study.spec import study_from_dict
+    from tests.study_helpers import TWO_WORKLOADS
+
+    out = io.StringIO()
+    bars = ProgressBars(file=out, enabled=True)
+    seen: list[tuple[str, bool]] = []
+
+    def progress(label, done, total, *rest):
+        seen.append((label, all(bars.finished(w) for w, _ in seen if w != label)))
+        bars(label, done, total, *rest)
+
+    run_study(study_from_dict(TWO_WORKLOADS), str(tmp_path / "r.db"), progress=progress)
+    first, second = dict.fromkeys(label for label, _ in seen)
+    assert bars.finished(first) and bars.finished(second)
+    # the second workload's updates all came after the first's bar was closed
+    assert all(finished for label, finished in seen if label == second)
+    assert f"{first}: 100%" in out.getvalue() and "60/60" in out.getvalue()
+    bars.close()  # closing again at the end leaves the finished bars alone
