@@ -102,3 +102,24 @@ def test_trials_command_pages_in_sql(study, capsys):
     assert f"trials 3-7 of {total} matching" in out.err
     assert main([*args, "--limit", "0"]) == 2
     assert "limit 1 to 2147483647" in capsys.readouterr().err
+
+
+def test_trials_table_shows_missing_values_one_way_and_cuts_long_reasons(study, capfd):
+    storage, frame = study
+    views = {"whole": [], "paged": ["--limit", "40"]}
+    shown = {}
+    for name, extra in views.items():
+        assert main(["trials", "paged", "--storage", storage, "--sort", "number", *extra]) == 0
+        shown[name] = capfd.readouterr()
+    for name, out in shown.items():
+        lines = out.out.splitlines()
+        rows = lines[2:]
+        assert not any(word in line.split() for line in rows for word in ("nan", "None", "NaN"))
+        assert max(map(len, lines)) <= 200, name
+        ok_row = next(line for line in rows if " ok " in line)
+        assert ok_row.rstrip().endswith(" -")  # an ok trial has no reason
+    if (frame["reason"].fillna("").str.len() > 60).any():
+        assert any("…" in line for line in shown["whole"].out.splitlines())
+    # the page's count is on stderr, after the table, not on its last line
+    assert shown["paged"].err.startswith("trials 1-40 of ")
+    assert shown["paged"].out.endswith("\n")

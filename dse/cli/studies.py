@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 SHOWN_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "bound", "balance",
                  "macs_per_cycle", "l1_bytes", "l2_bytes", "dram_bytes")
 FORMATS = ("table", "csv", "json", "parquet")
+TABLE_CELL_WIDTH = 60  # characters a table cell shows; the rest of a long reason is cut
 RUNNER = Path(__file__).parents[1] / "offline" / "runner.py"
 
 
@@ -205,10 +206,11 @@ def cmd_trials(args: argparse.Namespace) -> int:
         frame = page.frame
         shown = (f"trials {page.offset + 1}-{page.offset + len(frame)}" if len(frame)
                  else "no trials")
+        code = _write_trials(frame, args)
+        sys.stdout.flush()  # the count follows the table, on a line of its own
         print(f"{shown} of {page.total} matching", file=sys.stderr)
-    else:
-        frame = _filtered_sorted(args)
-    return _write_trials(frame, args)
+        return code
+    return _write_trials(_filtered_sorted(args), args)
 
 
 def _filtered_sorted(args: argparse.Namespace) -> pd.DataFrame:
@@ -236,7 +238,9 @@ def _write_trials(frame: pd.DataFrame, args: argparse.Namespace) -> int:
     if args.format == "table":
         columns = [c for c in ("number", "shape", "dtype", "status", *param_columns(frame),
                                "tops", "latency_s", "bound", "reason") if c in frame.columns]
-        text = table(frame.to_dict("records"), columns) if len(frame) else "no trials"
+        # a reason can run to hundreds of characters: the table cuts it (CSV and JSON do not)
+        text = (table(frame.to_dict("records"), columns, max_width=TABLE_CELL_WIDTH)
+                if len(frame) else "no trials")
     elif args.format == "csv":
         text = frame.to_csv(index=False)
     elif args.format == "json":
