@@ -106,9 +106,15 @@ def test_an_edited_target_file_does_not_join_the_study_it_began(tmp_path, capsys
 
 def test_export_for_an_evaluator_of_another_target_exits_2(study, tmp_path, capsys):
     _, storage = study
-    _refused(capsys, ["export-configs", "small", "--storage", storage, "--out",
-                      str(tmp_path / "c.json")],  # cpu, the default, measures cpu configs
-             "evaluator 'cpu' measures cpu_gemm configs, not xdna_gemm ones")
+    out = ["--storage", storage, "--out", str(tmp_path / "c.json")]
+    # the message names the evaluator that fits, and without --evaluator that one is used
+    _refused(capsys, ["export-configs", "small", *out, "--evaluator", "cpu"],
+             "--evaluator cpu: measures cpu_gemm configs, not xdna_gemm ones (target xdna2); "
+             "for this study use --evaluator iron")
+    _refused(capsys, ["export-configs", "small", *out, "--evaluator", "simulator"],
+             "--evaluator simulator: does not measure offline (target xdna2); for this study "
+             "use --evaluator iron")
+    _refused(capsys, ["export-configs", "small", *out], "evaluator 'iron': give mlir_aie_dir")
 
 
 def test_search_with_nothing_feasible_says_so(capsys):
@@ -214,8 +220,8 @@ def empty_study(tmp_path):
 def test_commands_on_a_study_without_trials(empty_study, tmp_path, capsys):
     _refused(capsys, ["balance", "empty", "--storage", empty_study], "has no trials yet")
     _refused(capsys, ["export-configs", "empty", "--storage", empty_study, "--out",
-                      str(tmp_path / "c.json")],
-             "evaluator 'cpu' measures cpu_gemm configs, not xdna_gemm ones")
+                      str(tmp_path / "c.json"), "--evaluator", "cpu"],
+             "--evaluator cpu: measures cpu_gemm configs, not xdna_gemm ones")
     assert not (tmp_path / "c.json").exists()
 
 

@@ -17,16 +17,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     and the steps that follow, 1 when the evaluator can measure none of them."""
     from dse.offline.exchange import export_configs
 
-    written, skipped = export_configs(args.store, args.study, args.top, args.out,
-                                      args.evaluator, backend_options(args.option))
+    written, skipped, evaluator = export_configs(args.store, args.study, args.top, args.out,
+                                                 args.evaluator, backend_options(args.option))
     for reason in skipped:
         print(f"skipped: {reason}", file=sys.stderr)
     if not written:
-        print(f"no config of study {args.study!r} can be measured by {args.evaluator}: "
+        print(f"no config of study {args.study!r} can be measured by {evaluator}: "
               f"{args.out} lists none", file=sys.stderr)
         return 1
-    print(f"wrote {written} configs to {args.out}; measure them with `python3 runner.py "
-          f"{args.out} results.json` (copy {RUNNER}), then "
+    print(f"wrote {written} configs for {evaluator} to {args.out}; measure them with "
+          f"`python3 runner.py {args.out} results.json` (copy {RUNNER}), then "
           f"`dse ingest results.json{storage_option(args.storage)}`")
     return 0
 
@@ -65,8 +65,8 @@ def add_commands(sub: Any) -> None:
     add_storage_option(export)
     export.add_argument("--top", type=positive_int, default=10, help="configs per workload")
     export.add_argument("--out", required=True, metavar="FILE.json")
-    export.add_argument("--evaluator", default="cpu", help="backend to measure with: cpu, iron "
-                        "or triton")
+    export.add_argument("--evaluator", help="backend to measure with: cpu, iron or triton "
+                        "(default: the one that measures the study's target)")
     add_backend_options(export)
     export.set_defaults(func=cmd_export)
 

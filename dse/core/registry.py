@@ -218,6 +218,12 @@ def evaluator_names() -> list[str]:
     return registered("evaluator")
 
 
+def offline_evaluators(space: str) -> list[str]:
+    """The evaluators that measure ``space``'s configs through the offline runner, sorted."""
+    return [name for name in evaluator_names()
+            if (cls := evaluator_class(name)).capabilities.offline and space in cls.spaces]
+
+
 def workload_class(kind: str) -> Any:
     """The workload class of a kind (``gemm``, ``bmm``)."""
     return load("workload kind", kind)

@@ -18,6 +18,7 @@ from dse.core.registry import (
     build_evaluator,
     evaluator_class,
     evaluator_names,
+    offline_evaluators,
     workload_from_dict,
 )
 from dse.storage.frames import best_trials
@@ -72,18 +73,40 @@ class OfflineExport:
         return len(self.configs)
 
 
+def offline_evaluator_for(space: str, target: str, name: str | None) -> str:
+    """``name``, or the first evaluator that measures ``space``'s configs offline when it is
+    None; a name that does not fit is refused with those that do."""
+    fitting = offline_evaluators(space)
+    if name is None:
+        if not fitting:
+            raise UsageError(f"no evaluator measures {space} configs (target {target}) "
+                             "offline")
+        return fitting[0]
+    if name in evaluator_names() and name not in fitting:
+        cls = evaluator_class(name)
+        what = (f"measures {', '.join(cls.spaces)} configs, not {space} ones"
+                if space not in cls.spaces else "does not measure offline")
+        suggestion = (f"for this study use --evaluator {' or '.join(fitting)}" if fitting
+                      else f"no evaluator measures {space} configs offline")
+        raise UsageError(f"--evaluator {name}: {what} (target {target}); {suggestion}")
+    return name
+
+
 def export_configs(store: ResultStore, study: str, top: int, out: str | Path,
-                   evaluator_name: str, options: dict[str, Any]) -> tuple[int, list[str]]:
-    """Write the study's ``top`` best configs per workload; returns (written, skipped reasons)."""
+                   evaluator_name: str | None,
+                   options: dict[str, Any]) -> tuple[int, list[str], str]:
+    """Write the study's ``top`` best configs per workload with ``evaluator_name`` (None: the
+    one that fits the study's space); returns (written, skipped reasons, the evaluator)."""
     frame = store.load_trials(study)
     best = best_trials(frame, top)
     spec = store.study_spec(study)
-    export = OfflineExport(study, spec["target"], evaluator_name, options)
     first = workload_from_dict(spec["workloads"][0])  # refuse a misfit even with no trial yet
-    require_fits(export.evaluator, build_context(spec["target"], first.dtype.name, first.shape,
-                                                 first.b_layout))
+    ctx = build_context(spec["target"], first.dtype.name, first.shape, first.b_layout)
+    evaluator_name = offline_evaluator_for(ctx.space.name, ctx.target.name, evaluator_name)
+    export = OfflineExport(study, spec["target"], evaluator_name, options)
+    require_fits(export.evaluator, ctx)
     params_names = frame.attrs.get("params", [])
     for _, row in best.iterrows():
         ctx = build_context(spec["target"], row["dtype"], row["shape"], row["b_layout"])
         export.add(ctx, ctx.space.resolve({k: row[k] for k in params_names}))
-    return export.write(out), export.skipped
+    return export.write(out), export.skipped, evaluator_name
