@@ -96,3 +96,25 @@ def test_run_bad_inputs_exit_2_and_leave_results(ran, capsys, tmp_path):
     assert "cannot use storage" in capsys.readouterr().err
     assert main(["studies", "--storage", storage, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["trials"] == 40
+
+
+def test_a_new_database_serves_nothing_from_the_store(tmp_path, capsys):
+    # A sampler asking for a config again is answered by this run's own result: on a new
+    # database that is a repeat, not a result "served from the store"; a second run into the
+    # same database is served the first run's results.
+    import re
+
+    path = tmp_path / "q.yaml"
+    path.write_text(textwrap.dedent(STUDY).replace("2048x2048x2048", "4096x4096x4096")
+                    .replace("trials: 40", "trials: 300"))
+    storage = str(tmp_path / "r.db")
+    assert main(["run", str(path), "--storage", storage]) == 0
+    first = capsys.readouterr().out
+    assert "from the store" not in first
+    repeats = int(re.search(r"(\d+) repeats the sampler asked for again", first).group(1))
+    evaluated = int(re.search(r"this run evaluated (\d+)", first).group(1))
+    assert repeats > 0 and evaluated + repeats == 300
+    path.write_text(path.read_text().replace("name: cli", "name: again"))
+    assert main(["run", str(path), "--storage", storage]) == 0
+    second = capsys.readouterr().out
+    assert re.search(r"this run evaluated 0, served \d+ from the store", second)

@@ -126,10 +126,15 @@ def _print_summary(summary: RunSummary, frame: pd.DataFrame) -> None:
           f"({summary.storage})")
     best = best_trials(frame, top=1)
     for w in summary.workloads:
-        print(f"\n{w.workload.label}: "
-              f"{w.trials} trials; this run evaluated {w.evaluated}, served {w.cached} from "
-              f"the store, {w.infeasible} infeasible, {w.failed} failed"
-              + (f", {w.exported} exported for the offline runner" if w.exported else ""))
+        counts = [f"this run evaluated {w.evaluated}"]
+        if w.cached:
+            counts.append(f"served {w.cached} from the store")
+        if w.repeated:
+            counts.append(f"{w.repeated} repeats the sampler asked for again")
+        counts += [f"{w.infeasible} infeasible", f"{w.failed} failed"]
+        if w.exported:
+            counts.append(f"{w.exported} exported for the offline runner")
+        print(f"\n{w.workload.label}: {w.trials} trials; {', '.join(counts)}")
         rows = best[(best["shape"] == w.workload.shape) & (best["dtype"] == w.workload.dtype.name)
                     & (best["b_layout"] == w.workload.b_layout)] if not best.empty else best
         if rows.empty:

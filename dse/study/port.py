@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dse.core.evaluator import EvalContext, Evaluator
@@ -30,12 +30,15 @@ if TYPE_CHECKING:
 @dataclass
 class WorkloadSummary:
     """A run's counts for one workload: its trials so far (earlier runs' included), and what this
-    run evaluated, served from the store, found infeasible, failed or exported."""
+    run evaluated, served from the store (results stored before it: by earlier runs or other
+    studies), repeated (configs the sampler asked for again, answered by this run's own
+    result), found infeasible, failed or exported."""
 
     workload: Workload
     trials: int
     evaluated: int = 0
     cached: int = 0
+    repeated: int = 0
     infeasible: int = 0
     failed: int = 0
     exported: int = 0  # configs written for the offline runner (``--offline``)
@@ -49,6 +52,7 @@ class WorkloadRun:
     ctx: EvalContext
     workload_id: int
     summary: WorkloadSummary
+    seen: set[str] = field(default_factory=set)  # config keys this run has answered
 
 
 class Port(Protocol):

@@ -298,6 +298,10 @@ class StudyRunner:
                 todo.setdefault(key, i)
         # a repeat within the batch is served from its first occurrence, as from the store
         cached = [k in known or todo[k] != i for i, k in enumerate(keys)]
+        # what this run answered already is the sampler repeating itself, not the store serving
+        repeated = [hit and (k in run.seen or k in todo)
+                    for hit, k in zip(cached, keys, strict=True)]
+        run.seen.update(keys)
         fresh = np.array(list(todo.values()), dtype=np.int64)
         results, by_rules = self._evaluate_new(ctx, batch, configs, fresh, refusals,
                                                evaluator, pool)
@@ -310,7 +314,7 @@ class StudyRunner:
         self.recorder.add(run.workload_id, keys, [dict(c) for c in configs], out, cached,
                           [recorded.get(k, measured) for k in keys],
                           commit=commit)
-        self._count(run, out, cached, len(todo), stage)
+        self._count(run, out, cached, repeated, len(todo), stage)
         return out
 
     def _evaluate_new(self, ctx: EvalContext, batch: ConfigBatch,
@@ -335,11 +339,12 @@ class StudyRunner:
         return [r for r in out if r is not None], by_rules
 
     def _count(self, run: WorkloadRun, results: list[EvalResult], cached: list[bool],
-               evaluated: int, stage: Stage | None) -> None:
+               repeated: list[bool], evaluated: int, stage: Stage | None) -> None:
         """Add a batch to the workload's counts and its progress bar."""
         summary = run.summary
         summary.trials += len(results)
-        summary.cached += sum(cached)
+        summary.repeated += sum(repeated)
+        summary.cached += sum(cached) - sum(repeated)
         summary.evaluated += evaluated
         summary.infeasible += sum(r.status is Status.INFEASIBLE for r in results)
         summary.failed += sum(r.status in (Status.FAILED, Status.TIMEOUT) for r in results)
