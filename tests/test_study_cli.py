@@ -118,3 +118,22 @@ def test_a_new_database_serves_nothing_from_the_store(tmp_path, capsys):
     assert main(["run", str(path), "--storage", storage]) == 0
     second = capsys.readouterr().out
     assert re.search(r"this run evaluated 0, served \d+ from the store", second)
+
+
+def test_rerunning_a_finished_study_keeps_its_last_update(ran, capsys):
+    path, storage, _ = ran
+    assert main(["studies", "--storage", storage, "--json"]) == 0
+    (before,) = json.loads(capsys.readouterr().out)
+    import time
+
+    time.sleep(1.1)  # the store keeps times to the second
+    assert main(["run", str(path), "--storage", storage]) == 0  # its budget is spent
+    assert "this run evaluated 0" in capsys.readouterr().out
+    assert main(["studies", "--storage", storage, "--json"]) == 0
+    (after,) = json.loads(capsys.readouterr().out)
+    assert after["updated"] == before["updated"] and after["status"] == before["status"]
+    assert main(["run", str(path), "--storage", storage, "--trials", "45"]) == 0
+    capsys.readouterr()
+    assert main(["studies", "--storage", storage, "--json"]) == 0
+    (grown,) = json.loads(capsys.readouterr().out)
+    assert grown["updated"] > before["updated"] and grown["trials"] == 45

@@ -8,6 +8,7 @@ import os
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from dse.core.errors import UsageError
@@ -22,12 +23,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Claim:
-    """A study claimed for a run: its ids, the next trial number and its status before."""
+    """A study claimed for a run: its ids, the next trial number, and its status and last update
+    before."""
 
     study_id: int
     target_id: int
     next_number: int
     status_before: str
+    updated_before: datetime
 
 
 @dataclass(frozen=True)
@@ -127,9 +130,10 @@ class RunWrites:
                                  "the machine differs here); give the study another name to "
                                  "run with these")
             _void_dead_local_owner(row)
-            status_before = row.status
+            status_before, updated_before = row.status, row.updated_at
             self.acquire(s, row, owner, lease_s)
-            return Claim(row.id, target_id, self.next_trial_number(s, row.id), status_before)
+            return Claim(row.id, target_id, self.next_trial_number(s, row.id), status_before,
+                         updated_before)
 
     def renew_lease(self: ResultStore, name: str, owner: str, lease_s: float) -> None:
         """Extend ``owner``'s lease of the study (refused once another runner took it)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Table, func, select, text, update
@@ -246,15 +246,18 @@ class ResultStore(StudyReads, RunWrites):
         study.owner, study.lease_until = owner, current + timedelta(seconds=seconds)
         study.status, study.updated_at = "running", current
 
-    def release(self, study_name: str, owner: str, status: str) -> None:
+    def release(self, study_name: str, owner: str, status: str,
+                unchanged_since: datetime | None = None) -> None:
         """End ``owner``'s run of the study with ``status``; a study another runner has taken
-        over since (this one's lease lapsed) keeps that runner's lease and status."""
+        over since (this one's lease lapsed) keeps that runner's lease and status. A run that
+        changed nothing gives ``unchanged_since``, the study's last update before it, which the
+        study keeps."""
         with self.session() as s:
             study = self.require_study(s, study_name)
             if study.owner != owner:
                 return
             study.owner, study.lease_until = None, None
-            study.status, study.updated_at = status, now()
+            study.status, study.updated_at = status, unchanged_since or now()
 
     def trial_count(self, s: Session, study_id: int, workload_id: int | None = None) -> int:
         query = select(func.count()).select_from(m.TrialRow).where(m.TrialRow.study_id == study_id)

@@ -99,11 +99,12 @@ class StudyRunner:
             else:
                 _require_feasible(ctx, spec)
         claim = store.claim_study(spec.name, spec.identity(), self.target, self.owner, LEASE_S)
+        self.claim = claim
         self.study_id = claim.study_id
         try:
             self.pool = make_pool(self.evaluator, spec.workers, ray_address)
         except BaseException:  # no Ray cluster at the address, Ctrl-C: the study is not running
-            store.release(spec.name, self.owner, claim.status_before)
+            store.release(spec.name, self.owner, claim.status_before, claim.updated_before)
             raise
         # A vectorised model is asked one trial at a time (the sampler learns from every result);
         # slower evaluators get enough trials per round to keep every worker busy.
@@ -188,7 +189,11 @@ class StudyRunner:
         finally:
             stop.set()
             keeper.join()  # no renewal may land after the release
-            self.store.release(self.spec.name, self.owner, status)
+            # a run that added no trial and left the status as it was changed nothing
+            unchanged = (self.recorder.next_number == self.claim.next_number
+                         and status == self.claim.status_before)
+            self.store.release(self.spec.name, self.owner, status,
+                               self.claim.updated_before if unchanged else None)
             self.pool.close()  # Ray's shutdown takes seconds: the study is released first
         if self.offline is not None and self.offline_path is not None:
             self.offline.write(self.offline_path)
