@@ -89,7 +89,7 @@ def _plots_drawn(page, at_least: int) -> None:
     graphs = page.locator(".plotly-graph-div")
     assert graphs.count() >= at_least
     for i in range(graphs.count()):  # every graph has drawn its traces
-        assert graphs.nth(i).locator(".trace").count()
+        assert graphs.nth(i).locator(".trace, .parcoords").count()
 
 
 def _column(page, name: str) -> list[float]:
@@ -176,3 +176,54 @@ def test_ascend_study_and_config_pages(page, server):
     page.locator("#best-1 .best-number").click()
     page.wait_for_url("**/config/**")
     _plots_drawn(page, 3)
+
+
+_GRAPH_BY_TITLE = """(title) => [...document.querySelectorAll('.plotly-graph-div')].findIndex(
+    g => ((g.layout.title || {}).text || '').startsWith(title))"""
+_FIRST_POINT = """(index) => {
+    const gd = document.querySelectorAll('.plotly-graph-div')[index];
+    const trace = gd._fullData.find(t => t.customdata && t.customdata.length);
+    const xa = gd._fullLayout[trace.xaxis.replace('x', 'xaxis')],
+          ya = gd._fullLayout[trace.yaxis.replace('y', 'yaxis')];
+    const box = gd.getBoundingClientRect();
+    return [box.left + xa._offset + xa.c2p(trace.x[0]), box.top + ya._offset + ya.c2p(trace.y[0])];
+}"""
+
+
+def _point_of(page, title: str) -> tuple[float, float]:
+    index = page.evaluate(_GRAPH_BY_TITLE, title)
+    assert index >= 0, f"no plot titled {title!r}"
+    page.locator(".plotly-graph-div").nth(index).scroll_into_view_if_needed()
+    return tuple(page.evaluate(_FIRST_POINT, index))
+
+
+@pytest.mark.parametrize("title", ["The balance point", "Roofline", "Slices"])
+def test_a_point_names_its_trial_and_opens_its_config(page, server, title):
+    page.goto(f"{server}/study/two")
+    _plots_drawn(page, 8)
+    x, y = _point_of(page, title)
+    page.mouse.move(x, y)
+    label = page.locator(".hoverlayer .hovertext").first
+    label.wait_for()
+    text = label.text_content()
+    number = int(re.search(r"trial (\d+)", text).group(1))
+    assert "m_ct=" in text and "tops=" in text
+    page.mouse.click(x, y)
+    page.wait_for_url(f"**/config/{number}/two")
+    assert page.locator("#status").inner_text() == "ok"
+
+
+def test_parallel_coordinates_slices_and_contour(page, server):
+    page.goto(f"{server}/study/two")
+    _plots_drawn(page, 8)
+    titles = page.evaluate("[...document.querySelectorAll('.plotly-graph-div')]"
+                           ".map(g => (g.layout.title || {}).text || '')")
+    for start in ("The balance point", "Parallel coordinates", "Slices", "Best tops over"):
+        assert sum(t.startswith(start) for t in titles) == 2, start  # one per workload
+    assert page.locator(".parcoords .axis-title").count() >= 4  # an axis per parameter
+    assert page.locator(".contour").count() == 2
+    # the balance plot draws t_comp = t_mem and marks the best config
+    balance = page.evaluate(_GRAPH_BY_TITLE, "The balance point")
+    names = page.evaluate("(i) => document.querySelectorAll('.plotly-graph-div')[i]"
+                          ".data.map(t => t.name)", balance)
+    assert "t_comp = t_mem" in names and "best" in names

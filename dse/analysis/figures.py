@@ -14,6 +14,13 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.io import to_html
 
+from dse.analysis.explore import (
+    balance_point_figure,
+    contour_figure,
+    parallel_coordinates_figure,
+    slice_figure,
+    trial_points,
+)
 from dse.core.registry import search_space_class
 from dse.core.space import Breakdown
 from dse.storage.frames import FIDELITY_RANK
@@ -37,10 +44,56 @@ def thin(frame: pd.DataFrame, keep: pd.DataFrame | None = None,
     return frame
 
 
+def _axis_values(fig: go.Figure, axis: str) -> np.ndarray:
+    """The positive numbers the traces on layout axis ``axis`` (``xaxis``, ``yaxis2``) draw."""
+    letter, suffix = axis[0], axis[5:]
+    names = {f"{letter}{suffix}"} | (set() if suffix else {None})  # None: the first axis
+    values = []
+    for trace in fig.data:
+        if getattr(trace, f"{letter}axis", None) in names \
+                and getattr(trace, letter, None) is not None:
+            values.append(pd.to_numeric(pd.Series(np.ravel(getattr(trace, letter))),
+                                        errors="coerce").to_numpy(dtype=float))
+    flat = np.concatenate(values) if values else np.array([])
+    return flat[np.isfinite(flat) & (flat > 0)]
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """Tick values for a log axis over [low, high]: 1, 2 and 5 of each decade over up to three
+    decades, the powers of ten alone over more."""
+    first, last = int(np.floor(np.log10(low))), int(np.ceil(np.log10(high)))
+    steps = (1, 2, 5) if last - first <= 3 else (1,)
+    ticks = [step * 10.0 ** k for k in range(first, last + 1) for step in steps]
+    return [t for t in ticks if low / 1.01 <= t <= high * 1.01]
+
+
+def readable_axes(fig: go.Figure) -> go.Figure:
+    """Log axes labelled with whole numbers at 1, 2 and 5 of a decade (or its powers of ten),
+    not a digit at every minor tick; one that spans less than half a decade, where a log scale
+    shows nothing a linear one does not, is linear."""
+    for axis in [key for key in fig.layout.to_plotly_json() if key[1:5] == "axis"]:
+        if fig.layout[axis].type != "log":
+            continue
+        values = _axis_values(fig, axis)
+        if not len(values):
+            continue
+        if np.log10(values.max() / values.min()) < 0.5:
+            fig.layout[axis].type = "linear"
+            continue
+        ticks = log_ticks(float(values.min()), float(values.max()))
+        fig.layout[axis].update(tickmode="array", tickvals=ticks,
+                                ticktext=[f"{t:g}" for t in ticks])
+    return fig
+
+
 def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
-    """A figure as an HTML fragment in the house style (``include_plotlyjs`` as for Plotly)."""
-    fig.update_layout(height=380, margin={"l": 60, "r": 20, "t": 50, "b": 50},
-                      template="plotly_white")
+    """A figure as an HTML fragment in the house style (``include_plotlyjs`` as for Plotly):
+    the legend under the plot, never over it, and :func:`readable_axes`."""
+    margin = {side: fig.layout.margin[side] if fig.layout.margin[side] is not None else default
+              for side, default in (("l", 60), ("r", 20), ("t", 50), ("b", 50))}
+    fig.update_layout(height=420, margin=margin, template="plotly_white",
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0})
+    readable_axes(fig)
     return to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs,
                    config={"displaylogo": False})
 
@@ -94,7 +147,8 @@ def balance_point(best: pd.DataFrame) -> pd.Series | None:
 
 
 def balance_figures(ok: pd.DataFrame, best: pd.DataFrame,
-                    axes: tuple[str, str, str] | None) -> list[go.Figure]:
+                    axes: tuple[str, str, str] | None,
+                    params: list[str] | tuple[str, ...] = ()) -> list[go.Figure]:
     """t_comp and t_mem against the output tile's area (``axes``: its rows, columns and depth,
     m_ct*n_ct on XDNA) and against its depth (k_ct); the best config and the balance point
     (:func:`balance_point` of ``best``, the best configs in rank order) marked."""
@@ -115,11 +169,12 @@ def balance_figures(ok: pd.DataFrame, best: pd.DataFrame,
         if balanced is not None and not same:
             marks.append((nearest, balanced, "diamond", "crimson"))
     figures = []
+    identity = trial_points(ok, params)
     for axis in (area, depth):
         fig = go.Figure()
         for column, name in (("t_comp_s", "t_comp"), ("t_mem_s", "t_mem")):
             fig.add_trace(go.Scatter(x=ok[axis], y=ok[column], mode="markers", name=name,
-                                     marker={"size": 5, "opacity": 0.5}))
+                                     marker={"size": 5, "opacity": 0.5}, **identity))
         for label, row, symbol, colour in marks:
             x = row[rows] * row[cols] if axis == area else row[depth]
             fig.add_trace(go.Scatter(
@@ -136,7 +191,8 @@ def balance_figures(ok: pd.DataFrame, best: pd.DataFrame,
 
 def roofline_figure(ok: pd.DataFrame, target: Any, name: str = "configs",
                     fig: go.Figure | None = None,
-                    best: pd.DataFrame | None = None) -> go.Figure | None:
+                    best: pd.DataFrame | None = None,
+                    params: list[str] | tuple[str, ...] = ()) -> go.Figure | None:
     """Throughput against operations per DRAM byte under the target's two ceilings, the best
     config (first row of ``best``) marked; adds to ``fig`` when given (to overlay studies: each
     target's roof is drawn once)."""
@@ -150,7 +206,7 @@ def roofline_figure(ok: pd.DataFrame, target: Any, name: str = "configs",
                      np.log10(float(intensity.max()) * 2), 50)
     fig = fig or go.Figure()
     fig.add_trace(go.Scatter(x=intensity, y=ok["tops"], mode="markers", name=name,
-                               marker={"size": 5, "opacity": 0.6}))
+                             marker={"size": 5, "opacity": 0.6}, **trial_points(ok, params)))
     if best is not None and not best.empty and pd.notna(best.iloc[0].get("dram_bytes")):
         top = best.iloc[0]
         fig.add_trace(go.Scatter(
@@ -215,15 +271,16 @@ def importance_figure(ok: pd.DataFrame, params: list[str], metric: str,
 
 
 def pareto_figure(ok: pd.DataFrame, front: pd.DataFrame,
-                  objectives: list[tuple[str, str]]) -> go.Figure | None:
+                  objectives: list[tuple[str, str]],
+                  params: list[str] | tuple[str, ...] = ()) -> go.Figure | None:
     """The trials and the Pareto front over the first two objectives."""
     if len(objectives) < 2 or ok.empty:
         return None
     (mx, _), (my, _) = objectives[0], objectives[1]
     fig = go.Figure([go.Scatter(x=ok[mx], y=ok[my], mode="markers", name="trials",
-                                  marker={"size": 5, "opacity": 0.4}),
+                                marker={"size": 5, "opacity": 0.4}, **trial_points(ok, params)),
                      go.Scatter(x=front[mx], y=front[my], mode="markers", name="Pareto front",
-                                marker={"size": 10})])
+                                marker={"size": 10}, **trial_points(front, params))])
     title = ("Pareto front" if len(objectives) == 2 else
              f"Pareto front over {len(objectives)} objectives, drawn on the first two (a front "
              "point can look dominated here)")
@@ -303,10 +360,15 @@ def workload_figures(numbers: np.ndarray, values: np.ndarray, sample: pd.DataFra
         shown = thin(sample, keep=best)
         axes = search_space_class(target.space).tile_axes
         breakdowns = search_space_class(target.space).breakdowns
-        figures += [*balance_figures(shown, best, axes),
-                    roofline_figure(shown, target, best=best),
+        order = list(parameter_importance(sample, params, metric).index)
+        figures += [balance_point_figure(shown, best, params),
+                    *balance_figures(shown, best, axes, params),
+                    roofline_figure(shown, target, best=best, params=params),
                     importance_figure(sample, params, metric, of_total=of_total),
-                    pareto_figure(shown, best, objectives),
+                    pareto_figure(shown, best, objectives, params),
+                    parallel_coordinates_figure(shown, params, metric),
+                    slice_figure(shown, params, metric, order),
+                    contour_figure(shown, params, metric, direction, order),
                     *(breakdown_figure(best.head(BREAKDOWN_CONFIGS), b) for b in breakdowns)]
     if not ladder.empty:
         figures += fidelity_figures(ladder, params, metric)

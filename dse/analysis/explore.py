@@ -1,0 +1,177 @@
+"""Figures to explore a study's trials with: the balance point drawn, parallel coordinates, and
+slice and contour plots over the real parameters.
+
+Every point carries its trial (:func:`trial_points`): hovering names the trial, its parameters
+and key metrics, and the dashboard opens the config page of a clicked point.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+HOVER_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "bound")
+SLICE_PARAMS = 6  # parameters a slice plot shows (the most important first)
+CONTOUR_BINS = 24
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def trial_points(frame: pd.DataFrame, params: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """Scatter keywords that make each point its trial: ``customdata`` holds the trial number
+    (the dashboard's click-through reads it) and the hover text names the trial, its
+    parameters and the key metrics."""
+    if "number" not in frame:
+        return {}
+    shown_params = [p for p in params if p in frame]
+    shown_metrics = [m for m in HOVER_METRICS if m in frame]
+    lines = []
+    for _, row in frame.iterrows():
+        parts = [f"trial {int(row['number'])}"]
+        if shown_params:
+            parts.append(", ".join(f"{p}={_value(row[p])}" for p in shown_params
+                                   if pd.notna(row[p])))
+        if shown_metrics:
+            parts.append(", ".join(f"{m}={_value(row[m])}" for m in shown_metrics
+                                   if pd.notna(row[m])))
+        lines.append("<br>".join(parts))
+    return {"customdata": frame["number"].astype(int).to_numpy(), "hovertext": lines,
+            "hovertemplate": "%{hovertext}<extra></extra>"}
+
+
+def balance_point_figure(ok: pd.DataFrame, best: pd.DataFrame,
+                         params: list[str] | tuple[str, ...] = ()) -> go.Figure | None:
+    """t_comp against t_mem for every trial with the line t_comp = t_mem, compute- and
+    memory-bound apart, the best config and the most balanced of the best marked and
+    labelled."""
+    from dse.analysis.figures import balance_point
+
+    if ok.empty or not {"t_comp_s", "t_mem_s"} <= set(ok.columns):
+        return None
+    fig = go.Figure()
+    groups = ok.groupby("bound") if "bound" in ok else [("configs", ok)]
+    for name, group in groups:
+        fig.add_trace(go.Scatter(x=group["t_mem_s"], y=group["t_comp_s"], mode="markers",
+                                 name=f"{name}-bound" if "bound" in ok else name,
+                                 marker={"size": 5, "opacity": 0.55},
+                                 **trial_points(group, params)))
+    low = float(min(ok["t_comp_s"].min(), ok["t_mem_s"].min()))
+    high = float(max(ok["t_comp_s"].max(), ok["t_mem_s"].max()))
+    fig.add_trace(go.Scatter(x=[low, high], y=[low, high], mode="lines", name="t_comp = t_mem",
+                             line={"dash": "dash", "color": "grey"}, hoverinfo="skip"))
+    if not best.empty and pd.notna(best.iloc[0].get("t_comp_s")):
+        top, balanced = best.iloc[0], balance_point(best)
+        marks = [("best", top, "star", "black")]
+        if balanced is not None and balanced["number"] != top["number"]:
+            marks.append((f"most balanced of the {len(best)} best", balanced, "diamond",
+                          "crimson"))
+        for label, row, symbol, colour in marks:
+            frame = row.to_frame().T
+            fig.add_trace(go.Scatter(
+                x=[row["t_mem_s"]], y=[row["t_comp_s"]], mode="markers+text", name=label,
+                marker={"size": 14, "symbol": symbol, "color": colour},
+                text=[f"{label} #{int(row['number'])}"], textfont={"color": colour},
+                textposition="top right" if symbol == "star" else "bottom right",
+                **trial_points(frame, params)))
+    fig.update_layout(title="The balance point: compute time against DRAM time",
+                      xaxis_title="t_mem (s)", yaxis_title="t_comp (s)", xaxis_type="log",
+                      yaxis_type="log")
+    return fig
+
+
+def _numeric(frame: pd.DataFrame, name: str) -> tuple[pd.Series, list[str] | None]:
+    """A parameter's values as numbers, with the category names when it is not numeric."""
+    values = frame[name]
+    if pd.api.types.is_numeric_dtype(values):
+        return values.astype(float), None
+    categories = sorted(values.dropna().astype(str).unique())
+    return values.astype(str).map({c: i for i, c in enumerate(categories)}), categories
+
+
+def _varying(ok: pd.DataFrame, params: list[str]) -> list[str]:
+    return [p for p in params if p in ok and ok[p].nunique() > 1]
+
+
+def parallel_coordinates_figure(ok: pd.DataFrame, params: list[str],
+                                metric: str) -> go.Figure | None:
+    """One axis per parameter that varies and one for ``metric``, each trial a line coloured
+    by ``metric``; dragging along an axis keeps the lines through that range."""
+    names = _varying(ok, params)
+    if ok.empty or metric not in ok or not names:
+        return None
+    dimensions = []
+    for name in names:
+        values, categories = _numeric(ok, name)
+        dimension: dict[str, Any] = {"label": name, "values": values}
+        if categories is not None:
+            dimension.update(tickvals=list(range(len(categories))), ticktext=categories)
+        dimensions.append(dimension)
+    colour = ok[metric].astype(float)
+    dimensions.append({"label": metric, "values": colour})
+    fig = go.Figure(go.Parcoords(line={"color": colour, "colorscale": "Viridis",
+                                       "showscale": True, "colorbar": {"title": metric}},
+                                 dimensions=dimensions))
+    # the axes' names sit above them: the title needs room of its own
+    fig.update_layout(title=f"Parallel coordinates: every parameter and {metric}",
+                      margin={"t": 100, "l": 50, "r": 40, "b": 30})
+    return fig
+
+
+def slice_figure(ok: pd.DataFrame, params: list[str], metric: str,
+                 order: list[str] | None = None) -> go.Figure | None:
+    """``metric`` against each parameter on its own (the most important first, from
+    ``order``), every point its trial."""
+    names = _varying(ok, order or params) or _varying(ok, params)
+    names = names[:SLICE_PARAMS]
+    if ok.empty or metric not in ok or not names:
+        return None
+    fig = make_subplots(rows=1, cols=len(names), shared_yaxes=True, horizontal_spacing=0.02)
+    identity = trial_points(ok, params)
+    for i, name in enumerate(names, start=1):
+        fig.add_trace(go.Scatter(x=ok[name], y=ok[metric], mode="markers", name=name,
+                                 showlegend=False, marker={"size": 4, "opacity": 0.5},
+                                 **identity), row=1, col=i)
+        fig.update_xaxes(title_text=name, row=1, col=i)
+    fig.update_yaxes(title_text=metric, row=1, col=1)
+    fig.update_layout(title=f"Slices: {metric} against each parameter")
+    return fig
+
+
+def contour_figure(ok: pd.DataFrame, params: list[str], metric: str, direction: str,
+                   order: list[str] | None = None) -> go.Figure | None:
+    """The best ``metric`` over the two most important numeric parameters (from ``order``):
+    each cell of a grid over them holds the best trial's value, the trials drawn on top."""
+    numeric = [p for p in _varying(ok, order or params)
+               if pd.api.types.is_numeric_dtype(ok[p])]
+    if ok.empty or metric not in ok or len(numeric) < 2:
+        return None
+    x_name, y_name = numeric[:2]
+    x, y, z = (ok[c].astype(float) for c in (x_name, y_name, metric))
+    x_edges = np.unique(np.quantile(x, np.linspace(0, 1, CONTOUR_BINS + 1)))
+    y_edges = np.unique(np.quantile(y, np.linspace(0, 1, CONTOUR_BINS + 1)))
+    xi = np.clip(np.searchsorted(x_edges, x, side="right") - 1, 0, len(x_edges) - 2)
+    yi = np.clip(np.searchsorted(y_edges, y, side="right") - 1, 0, len(y_edges) - 2)
+    grid = pd.DataFrame({"xi": xi, "yi": yi, "z": z.to_numpy()})
+    best = grid.groupby(["yi", "xi"])["z"].agg("max" if direction == "maximize" else "min")
+    cells = np.full((len(y_edges) - 1, len(x_edges) - 1), np.nan)
+    for (row, col), value in best.items():
+        cells[row, col] = value
+    centres = [(edges[:-1] + edges[1:]) / 2 for edges in (x_edges, y_edges)]
+    fig = go.Figure(go.Contour(x=centres[0], y=centres[1], z=cells, colorscale="Viridis",
+                               connectgaps=True, colorbar={"title": metric},
+                               name=f"best {metric}", hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name="trials", showlegend=False,
+                             marker={"size": 4, "color": "white", "opacity": 0.6,
+                                     "line": {"width": 0.5, "color": "black"}},
+                             **trial_points(ok, params)))
+    fig.update_layout(title=f"Best {metric} over {x_name} and {y_name}",
+                      xaxis_title=x_name, yaxis_title=y_name)
+    return fig
