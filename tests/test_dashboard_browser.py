@@ -227,3 +227,64 @@ def test_parallel_coordinates_slices_and_contour(page, server):
     names = page.evaluate("(i) => document.querySelectorAll('.plotly-graph-div')[i]"
                           ".data.map(t => t.name)", balance)
     assert "t_comp = t_mem" in names and "best" in names
+
+
+def test_a_running_study_s_page_follows_it_without_reloading(browser, tmp_path):
+    import time
+
+    from dse.storage import open_store
+
+    storage = str(tmp_path / "live.db")
+    study = tmp_path / "live.yaml"
+    study.write_text("name: live\ntarget: xdna2\n"
+                     "workload: {shape: 2048x2048x2048, dtype: int8-int8}\n"
+                     "evaluator: {name: synthetic, options: {work_s: 0.03}}\n"
+                     "sampler: random\nseed: 0\nbudget: {trials: 400}\n")
+    run = subprocess.Popen([sys.executable, "-c", LAUNCH, "run", str(study), "--storage",
+                            storage], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True)
+    server = None
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # every plot exists once some trials are feasible
+            try:
+                trials = open_store(storage).trial_page("live", where="status == 'ok'",
+                                                        limit=1).total
+            except Exception:  # not created yet
+                trials = 0
+            if trials >= 25:
+                break
+            time.sleep(0.2)
+        assert trials >= 25, run.stderr.read() if run.poll() is not None else "too slow"
+        server = subprocess.Popen([sys.executable, "-c", LAUNCH, "dashboard", "--storage",
+                                   storage, "--port", "0"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        base = re.search(r"(http://127\.0\.0\.1:\d+)/", server.stdout.readline()).group(1)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{base}/study/live")
+        _plots_drawn(page, 8)
+        assert page.locator("#status").inner_text() == "running"
+        first = int(page.locator("#total").inner_text().replace(",", ""))
+        # marks on the window and on the history plot's node: a reload would lose them
+        points = page.evaluate("() => { window.__kept = true; const g = document.querySelector("
+                               "'.plotly-graph-div'); g.__kept = true;"
+                               " return g.calcdata[0].length; }")
+        page.wait_for_function(f"parseInt(document.getElementById('total').textContent"
+                               f".replace(/,/g, '')) > {first}", timeout=30000)
+        page.wait_for_function(f"document.querySelector('.plotly-graph-div').calcdata[0].length"
+                               f" > {points}", timeout=30000)
+        assert page.evaluate("() => window.__kept === true && "
+                             "document.querySelector('.plotly-graph-div').__kept === true")
+        run.wait(timeout=60)
+        page.wait_for_function("document.getElementById('live-note').textContent"
+                               ".includes('stopped')", timeout=30000)
+        assert page.locator("#status").inner_text() == "finished"
+        assert int(page.locator("#total").inner_text().replace(",", "")) == 400
+        (OUTPUT / "dashboard").mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "dashboard" / "live_study.png"), full_page=True)
+        page.close()
+    finally:
+        run.kill()
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)

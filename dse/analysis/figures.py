@@ -28,6 +28,7 @@ from dse.storage.frames import FIDELITY_RANK
 MAX_POINTS = 600
 HISTORY_POINTS = 600
 BREAKDOWN_CONFIGS = 10  # the best configs a study's breakdown bars show
+PLOT_CONFIG = {"displaylogo": False}
 
 
 def thin(frame: pd.DataFrame, keep: pd.DataFrame | None = None,
@@ -86,16 +87,21 @@ def readable_axes(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
-    """A figure as an HTML fragment in the house style (``include_plotlyjs`` as for Plotly):
-    the legend under the plot, never over it, and :func:`readable_axes`."""
+def house_style(fig: go.Figure) -> go.Figure:
+    """``fig`` in the house style: the legend under the plot, never over it, and
+    :func:`readable_axes`."""
     margin = {side: fig.layout.margin[side] if fig.layout.margin[side] is not None else default
               for side, default in (("l", 60), ("r", 20), ("t", 50), ("b", 50))}
     fig.update_layout(height=420, margin=margin, template="plotly_white",
                       legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0})
-    readable_axes(fig)
-    return to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs,
-                   config={"displaylogo": False})
+    return readable_axes(fig)
+
+
+def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
+    """A figure as an HTML fragment in the :func:`house_style` (``include_plotlyjs`` as for
+    Plotly)."""
+    return to_html(house_style(fig), full_html=False, include_plotlyjs=include_plotlyjs,
+                   config=PLOT_CONFIG)
 
 
 def history_figure(numbers: np.ndarray, values: np.ndarray, direction: str,

@@ -9,6 +9,7 @@ Nothing here writes to the database; the server answers only GET.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import sys
 import tempfile
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from flask import Flask, Response, abort, render_template, request, url_for
+from flask import Flask, Response, abort, jsonify, render_template, request, url_for
 from plotly.offline import get_plotlyjs
 from werkzeug.exceptions import HTTPException
 
@@ -28,6 +29,7 @@ from dse.analysis.figures import (
     breakdown_figure,
     figure_html,
     history_figure,
+    house_style,
     roofline_figure,
     workload_figures,
 )
@@ -57,6 +59,8 @@ def create_app(storage: ResultStore | str | None, warm: bool = False) -> Flask:
     for rule, endpoint in (("/assets/plotly.min.js", "plotly_js"), ("/", "index"),
                            ("/study/<path:name>", "study"), ("/trials/<path:name>", "trials"),
                            ("/config/<int:number>/<path:name>", "config"),
+                           ("/state/<path:name>", "state"),
+                           ("/figure/<key>/<path:name>", "figure"),
                            ("/timeline/<int:number>/<path:name>", "timeline"),
                            ("/compare", "compare")):
         app.add_url_rule(rule, endpoint, getattr(pages, endpoint), methods=["GET"])
@@ -100,13 +104,40 @@ class _Pages:
         return render_template("index.html", studies=studies.to_dict("records"),
                                names=list(studies["study"]))
 
+    def sections_of(self, summary: StudySummary) -> list[dict[str, Any]]:
+        """The study page's views of each workload, drawn once per version of the study."""
+        if "sections" not in summary.rendered:
+            summary.rendered["sections"] = [_workload_views(summary, w, i)
+                                            for i, w in enumerate(summary.workloads, start=1)]
+        return summary.rendered["sections"]
+
     def study(self, name: str) -> str:
         summary = self.summary_of(name)
-        if "sections" not in summary.rendered:  # drawn once per version of the study
-            summary.rendered["sections"] = [_workload_views(summary, w)
-                                            for w in summary.workloads]
-        sections = summary.rendered["sections"]
-        return render_template("study.html", s=summary, sections=sections, plotly=True)
+        return render_template("study.html", s=summary, sections=self.sections_of(summary),
+                               plotly=True)
+
+    def state(self, name: str) -> Response:
+        """What a running study's page refreshes: its counts, each workload's best, and a
+        digest of each plot (the page fetches again only the plots whose digest changed)."""
+        summary = self.summary_of(name)
+        metric = summary.objectives[0][0]
+        workloads = [{"trials": w["trials"], "ok": w["ok"],
+                      "best_number": int(w["best"][0]["number"]) if w["best"] else None,
+                      "best_value": _cell(w["best"][0][metric]) if w["best"] else None}
+                     for w in self.sections_of(summary)]
+        return jsonify({"status": summary.status, "updated": str(summary.updated),
+                        "total": summary.total, "workloads": workloads,
+                        "figures": {f["key"]: f["hash"] for w in self.sections_of(summary)
+                                    for f in w["figures"]}})
+
+    def figure(self, key: str, name: str) -> Response:
+        """One plot of the study page as Plotly JSON (for a live page to redraw it)."""
+        summary = self.summary_of(name)
+        for section in self.sections_of(summary):
+            for f in section["figures"]:
+                if f["key"] == key:
+                    return Response(f["json"], mimetype="application/json")
+        abort(404, f"study {name!r} has no plot {key!r}")
 
     def trials(self, name: str) -> tuple[str, int] | str:
         summary = self.summary_of(name)
@@ -246,16 +277,23 @@ def _table_view(summary: StudySummary, page: Any, where: str, sort: str) -> dict
         "sizes": [(n, link(limit=n, page=1)) for n in PAGE_SIZES]}
 
 
-def _workload_views(summary: StudySummary, workload: Any) -> dict[str, Any]:
+def _workload_views(summary: StudySummary, workload: Any, index: int) -> dict[str, Any]:
+    """One workload's section of the study page; each plot with a key (its place on the page),
+    its HTML, its Plotly JSON and a digest of that JSON."""
     figures = workload_figures(workload.numbers, workload.values, workload.sample,
                                workload.best, workload.ladder, summary.params,
                                summary.objectives, summary.target, of_total=workload.ok,
                                evaluators=workload.evaluators)
     columns = _columns(summary, workload.best)
+    drawn = []
+    for n, fig in enumerate(figures, start=1):
+        styled = house_style(fig)
+        as_json = styled.to_json()
+        drawn.append({"key": f"{index}-{n}", "html": figure_html(styled), "json": as_json,
+                      "hash": hashlib.sha1(as_json.encode()).hexdigest()[:16]})
     return {"label": workload.label, "trials": workload.trials, "ok": workload.ok,
             "best": workload.best[columns].to_dict("records") if not workload.best.empty
-            else [], "columns": columns, "reasons": workload.reasons,
-            "figures": [figure_html(f) for f in figures]}
+            else [], "columns": columns, "reasons": workload.reasons, "figures": drawn}
 
 
 def _compare_figures(summaries: list[StudySummary]) -> list[str]:
