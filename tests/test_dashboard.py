@@ -240,3 +240,22 @@ def test_parameter_importance_ignores_repeated_index_labels():
     repeated = pd.concat([rows.iloc[:4], rows.iloc[4:]]).set_axis([0, 1, 2, 3, 0, 1])
     assert parameter_importance(repeated, ["a"], "tops")["a"] == pytest.approx(
         parameter_importance(rows, ["a"], "tops")["a"])
+
+
+def test_unique_configs_count_a_config_once(studies):
+    # a ladder scores its best configs with both fidelities: two trials, one config
+    frame = load_trials(studies, "lad")
+    params = frame.attrs["params"]
+    store = open_store(studies)
+    every = store.trial_page("lad", limit=1000)
+    once = store.trial_page("lad", limit=1000, unique=True)
+    assert every.total == len(frame) > once.total == len(frame.drop_duplicates(params))
+    assert not once.frame.duplicated(params).any()
+    # the first of each config in the page's order is the one kept
+    best_first = store.trial_page("lad", sort="-tops", limit=1000, unique=True).frame
+    for _, row in best_first.iterrows():
+        same = frame[(frame[params] == row[params]).all(axis=1)]
+        assert row["tops"] == same["tops"].max()
+    page = create_app(studies).test_client().get("/trials/lad?unique=1&limit=250").text
+    assert f"of {once.total} trials" in page and 'id="unique" name="unique" value="1" checked' \
+        in page

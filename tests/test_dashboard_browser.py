@@ -288,3 +288,51 @@ def test_a_running_study_s_page_follows_it_without_reloading(browser, tmp_path):
         if server is not None:
             server.terminate()
             server.wait(timeout=10)
+
+
+MANY = {"name": "many", "target": "xdna2", "sampler": "random", "seed": 2,
+        "workloads": [{"shape": f"{m}x2048x{n}", "dtype": "int8-int8"}
+                      for m in (512, 1024, 2048) for n in (512, 1024, 4096)],
+        "budget": {"trials": 15}}
+
+
+def test_a_study_of_many_workloads_shows_a_summary_then_one_at_a_time(browser, tmp_path):
+    storage = str(tmp_path / "many.db")
+    run_study(study_from_dict(MANY), storage)
+    server = subprocess.Popen([sys.executable, "-c", LAUNCH, "dashboard", "--storage", storage,
+                               "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        base = re.search(r"(http://127\.0\.0\.1:\d+)/", server.stdout.readline()).group(1)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{base}/study/many")
+        assert page.locator("#overview tr").count() == 1 + 9
+        assert page.locator("#workload-select option").count() == 9
+        assert page.locator("section.workload").count() == 1
+        assert page.locator("#workload-1").count() == 1
+        titles = page.evaluate("[...document.querySelectorAll('.plotly-graph-div')]"
+                               ".map(g => (g.layout.title || {}).text || '')")
+        assert "Best tops of each workload" in titles
+        summary = page.evaluate(_GRAPH_BY_TITLE, "Best tops of each workload")
+        assert page.evaluate("(i) => document.querySelectorAll('.plotly-graph-div')[i]"
+                             ".calcdata[0].length", summary) == 9
+        # choosing another workload shows that one alone
+        label = page.locator("#workload-select option").nth(4).inner_text()
+        page.locator("#workload-select").select_option(index=4)
+        page.wait_for_url("**workload=5**")
+        assert page.locator("section.workload").count() == 1
+        assert page.locator("#workload-5 h2").inner_text() == label
+        (OUTPUT / "dashboard").mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "dashboard" / "many_workloads.png"), full_page=True)
+        # its trials, and those only
+        page.locator("#workload-5 a.workload-trials").click()
+        page.wait_for_url("**/trials/many?where=**")
+        shape = label.split(" ")[0]
+        shapes = page.locator('#trials td[data-column="shape"]').all_inner_texts()
+        assert len(shapes) == 15 and set(shapes) == {shape}
+        assert page.locator("p.workloads a").count() == 1 + 9
+        assert page.locator("p.workloads a.chosen").inner_text() == label
+        page.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

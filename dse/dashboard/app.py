@@ -41,6 +41,7 @@ from dse.storage.pages import MAX_ROW
 from dse.storage.store import ResultStore, open_store
 
 PAGE_SIZES = (25, 50, 100, 250)
+FEW_WORKLOADS = 3  # a study of more shows one workload at a time, after a summary of all
 
 
 def create_app(storage: ResultStore | str | None, warm: bool = False) -> Flask:
@@ -104,37 +105,53 @@ class _Pages:
         return render_template("index.html", studies=studies.to_dict("records"),
                                names=list(studies["study"]))
 
-    def sections_of(self, summary: StudySummary) -> list[dict[str, Any]]:
-        """The study page's views of each workload, drawn once per version of the study."""
-        if "sections" not in summary.rendered:
-            summary.rendered["sections"] = [_workload_views(summary, w, i)
-                                            for i, w in enumerate(summary.workloads, start=1)]
-        return summary.rendered["sections"]
+    def section(self, summary: StudySummary, index: int) -> dict[str, Any]:
+        """The study page's view of workload ``index`` (from 1), drawn once per version of
+        the study and only when asked for (a study of many workloads shows one at a time)."""
+        key = ("section", index)
+        if key not in summary.rendered:
+            summary.rendered[key] = _workload_views(summary, summary.workloads[index - 1], index)
+        return summary.rendered[key]
+
+    def shown_workloads(self, summary: StudySummary) -> list[int]:
+        """The workloads the study page shows: all of a study of a few, else the one chosen by
+        ``?workload=N`` (the first by default)."""
+        if len(summary.workloads) <= FEW_WORKLOADS:
+            return list(range(1, len(summary.workloads) + 1))
+        return [_int_arg("workload", 1, 1, len(summary.workloads))]
 
     def study(self, name: str) -> str:
         summary = self.summary_of(name)
-        return render_template("study.html", s=summary, sections=self.sections_of(summary),
+        shown = self.shown_workloads(summary)
+        overview = (figure_html(house_style(best_per_workload_figure(summary)))
+                    if len(summary.workloads) > 1 else None)
+        return render_template("study.html", s=summary, shown=shown, overview=overview,
+                               one_at_a_time=len(summary.workloads) > FEW_WORKLOADS,
+                               sections=[self.section(summary, i) for i in shown],
+                               filters=[_workload_filter(w) for w in summary.workloads],
                                plotly=True)
 
     def state(self, name: str) -> Response:
-        """What a running study's page refreshes: its counts, each workload's best, and a
-        digest of each plot (the page fetches again only the plots whose digest changed)."""
+        """What a running study's page refreshes: its counts, the shown workloads' best, and a
+        digest of each of their plots (the page fetches again only the plots that changed)."""
         summary = self.summary_of(name)
         metric = summary.objectives[0][0]
+        sections = [self.section(summary, i) for i in self.shown_workloads(summary)]
         workloads = [{"trials": w["trials"], "ok": w["ok"],
                       "best_number": int(w["best"][0]["number"]) if w["best"] else None,
                       "best_value": _cell(w["best"][0][metric]) if w["best"] else None}
-                     for w in self.sections_of(summary)]
+                     for w in sections]
         return jsonify({"status": summary.status, "updated": str(summary.updated),
                         "total": summary.total, "workloads": workloads,
-                        "figures": {f["key"]: f["hash"] for w in self.sections_of(summary)
+                        "figures": {f["key"]: f["hash"] for w in sections
                                     for f in w["figures"]}})
 
     def figure(self, key: str, name: str) -> Response:
         """One plot of the study page as Plotly JSON (for a live page to redraw it)."""
         summary = self.summary_of(name)
-        for section in self.sections_of(summary):
-            for f in section["figures"]:
+        index = key.split("-")[0]
+        if index.isdigit() and 1 <= int(index) <= len(summary.workloads):
+            for f in self.section(summary, int(index))["figures"]:
                 if f["key"] == key:
                     return Response(f["json"], mimetype="application/json")
         abort(404, f"study {name!r} has no plot {key!r}")
@@ -145,18 +162,23 @@ class _Pages:
         sort = request.args.get("sort", _default_sort(summary))
         limit = _int_arg("limit", 50, 1, 1000)
         page_number = _int_arg("page", 1, 1, MAX_ROW // 1000)
+        unique = request.args.get("unique") == "1"
+        choices = {_workload_filter(w): w.label for w in summary.workloads}
         try:
             page = self.store.trial_page(name, where=where or None, sort=sort,
-                                         offset=(page_number - 1) * limit, limit=limit)
+                                         offset=(page_number - 1) * limit, limit=limit,
+                                         unique=unique)
         except UsageError as exc:
             return render_template("trials.html", s=summary, table=None, error=str(exc),
-                                   where=where, sort=sort, limit=limit), 400
+                                   where=where, sort=sort, limit=limit, unique=unique,
+                                   workloads=choices), 400
         last = max(1, math.ceil(page.total / limit))
         if page_number > last:
             abort(404, f"page {page_number} is past the last page ({last}) of the "
                   f"{page.total:,} trials {'matching the filter' if where else 'of ' + name}")
         return render_template("trials.html", s=summary, error=None, where=where, sort=sort,
-                               limit=limit, table=_table_view(summary, page, where, sort))
+                               limit=limit, unique=unique, workloads=choices,
+                               table=_table_view(summary, page, where, sort, unique))
 
     def config(self, number: int, name: str) -> str:
         summary = self.summary_of(name)
@@ -249,17 +271,22 @@ def _columns(summary: StudySummary, frame: pd.DataFrame) -> list[str]:
     if len(summary.workloads) > 1:
         workloads = ["shape", "dtype"] + (
             ["b_layout"] if len({w.b_layout for w in summary.workloads}) > 1 else [])
-    return config_columns(frame, varying, [o for o, _ in summary.objectives], workloads)
+    columns = config_columns(frame, varying, [o for o, _ in summary.objectives], workloads)
+    # the trial and the first objective lead, and stay in view as a wide table scrolls
+    lead = [c for c in ("number", summary.objectives[0][0]) if c in columns]
+    return lead + [c for c in columns if c not in lead]
 
 
-def _table_view(summary: StudySummary, page: Any, where: str, sort: str) -> dict[str, Any]:
+def _table_view(summary: StudySummary, page: Any, where: str, sort: str,
+                unique: bool = False) -> dict[str, Any]:
     """What the table template needs: columns, rows, sort links and page links."""
     columns = _columns(summary, page.frame)
     pages = max(1, math.ceil(page.total / page.limit))
     current = page.offset // page.limit + 1
 
     def link(**changes: Any) -> str:
-        args = {"where": where, "sort": sort, "limit": page.limit, "page": current, **changes}
+        args = {"where": where, "sort": sort, "limit": page.limit, "page": current,
+                "unique": "1" if unique else None, **changes}
         return url_for("trials", name=summary.name, **{k: v for k, v in args.items() if v})
 
     headers = []
@@ -277,6 +304,30 @@ def _table_view(summary: StudySummary, page: Any, where: str, sort: str) -> dict
         "sizes": [(n, link(limit=n, page=1)) for n in PAGE_SIZES]}
 
 
+def _workload_filter(workload: Any) -> str:
+    """The trials filter that keeps one workload's trials."""
+    shape, dtype, layout = (str(v).replace("'", "") for v in
+                            (workload.shape, workload.dtype, workload.b_layout))
+    return f"shape == '{shape}' and dtype == '{dtype}' and b_layout == '{layout}'"
+
+
+def best_per_workload_figure(summary: StudySummary) -> go.Figure:
+    """Each workload's best objective, in the study's order, a point per workload (hover names
+    its best trial; clicking opens it)."""
+    metric = summary.objectives[0][0]
+    rows = [(w.label, w.best.iloc[0]) for w in summary.workloads if not w.best.empty]
+    fig = go.Figure(go.Scatter(
+        x=[label for label, _ in rows], y=[row[metric] for _, row in rows],
+        mode="markers+lines", marker={"size": 9}, name=f"best {metric}",
+        customdata=[int(row["number"]) for _, row in rows],
+        hovertext=[f"{label}<br>best: trial {int(row['number'])}, {metric}={row[metric]:.4g}"
+                   for label, row in rows],
+        hovertemplate="%{hovertext}<extra></extra>"))
+    fig.update_layout(title=f"Best {metric} of each workload", yaxis_title=metric,
+                      xaxis_title="workload", showlegend=False)
+    return fig
+
+
 def _workload_views(summary: StudySummary, workload: Any, index: int) -> dict[str, Any]:
     """One workload's section of the study page; each plot with a key (its place on the page),
     its HTML, its Plotly JSON and a digest of that JSON."""
@@ -291,7 +342,8 @@ def _workload_views(summary: StudySummary, workload: Any, index: int) -> dict[st
         as_json = styled.to_json()
         drawn.append({"key": f"{index}-{n}", "html": figure_html(styled), "json": as_json,
                       "hash": hashlib.sha1(as_json.encode()).hexdigest()[:16]})
-    return {"label": workload.label, "trials": workload.trials, "ok": workload.ok,
+    return {"index": index, "label": workload.label, "trials": workload.trials,
+            "ok": workload.ok, "filter": _workload_filter(workload),
             "best": workload.best[columns].to_dict("records") if not workload.best.empty
             else [], "columns": columns, "reasons": workload.reasons, "figures": drawn}
 

@@ -33,6 +33,8 @@ class WorkloadSummary:
     """One workload of a study: its best configs, objective history and rows to draw."""
 
     label: str
+    shape: str
+    dtype: str
     b_layout: str
     trials: int
     ok: int
@@ -128,7 +130,8 @@ def summarise(store: ResultStore, study: str, top: int = 10) -> StudySummary:
             summary.params = named.attrs.get("params", [])
         workload = workload_from_dict(bodies[int(workload_id)])
         summary.workloads.append(WorkloadSummary(
-            label=workload.label, b_layout=workload.b_layout, trials=len(group), ok=len(ok),
+            label=workload.label, shape=str(workload.shape), dtype=workload.dtype.name,
+            b_layout=workload.b_layout, trials=len(group), ok=len(ok),
             best=best, numbers=ok["number"].to_numpy(),
             values=(ok[metric].to_numpy(dtype=float) if metric in ok
                     else np.full(len(ok), np.nan)),

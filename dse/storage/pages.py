@@ -126,9 +126,12 @@ class _SqlFilter(FilterParser):
 
 
 def trial_page(s: Session, study: m.StudyRow, *, where: str | None = None,
-               sort: str = "-tops", offset: int = 0, limit: int = 50) -> TrialPage:
+               sort: str = "-tops", offset: int = 0, limit: int = 50,
+               unique: bool = False) -> TrialPage:
     """The trials of ``study`` that match ``where``, sorted by ``sort`` (``-`` for descending;
-    missing values last, ties by trial number), rows ``offset`` to ``offset + limit``.
+    missing values last, ties by trial number), rows ``offset`` to ``offset + limit``; with
+    ``unique``, one trial per config of a workload (the first in that order: a config a
+    sampler asked for again, or a ladder's several fidelities, count once).
 
     The frame has the study frame's columns (all of them on every page); ``total`` counts
     every matching trial.
@@ -146,9 +149,19 @@ def trial_page(s: Session, study: m.StudyRow, *, where: str | None = None,
         raise UsageError(f"sort: unknown column {key!r}; columns: {', '.join(columns)}")
     order = columns[key].expr.desc() if sort.startswith("-") else columns[key].expr.asc()
 
-    def matching(query: Select[Any]) -> Select[Any]:
+    def filtered(query: Select[Any]) -> Select[Any]:
         query = in_study_trials(query, study.id)
         return query if condition is None else query.where(condition)
+
+    def matching(query: Select[Any]) -> Select[Any]:
+        if not unique:
+            return filtered(query)
+        rank = func.row_number().over(
+            partition_by=(m.TrialRow.workload_id, m.TrialRow.config_id),
+            order_by=(order.nulls_last(), m.TrialRow.number)).label("rank")
+        ranked = filtered(select(m.TrialRow.id.label("trial_id"), rank)).subquery()
+        first = select(ranked.c.trial_id).where(ranked.c.rank == 1)
+        return filtered(query).where(m.TrialRow.id.in_(first))
 
     total = s.scalar(matching(select(func.count())))
     result = s.execute(matching(select(*TRIAL_ROW))

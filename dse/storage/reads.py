@@ -66,11 +66,12 @@ class StudyReads:
         return best_trials(self.load_trials(name), top)
 
     def trial_page(self, name: str, *, where: str | None = None, sort: str = "-tops",
-                   offset: int = 0, limit: int = 50) -> TrialPage:
+                   offset: int = 0, limit: int = 50, unique: bool = False) -> TrialPage:
         """One page of the study's trials, filtered, sorted and cut in SQL (see
         :func:`dse.storage.pages.trial_page`)."""
         with self._read(name) as (s, row):
-            return trial_page(s, row, where=where, sort=sort, offset=offset, limit=limit)
+            return trial_page(s, row, where=where, sort=sort, offset=offset, limit=limit,
+                              unique=unique)
 
     def trials_by_number(self, name: str, numbers: list[int]) -> pd.DataFrame:
         """Full rows of the given trials, in the given order."""
