@@ -19,31 +19,38 @@ SLICE_PARAMS = 6  # parameters a slice plot shows (the most important first)
 CONTOUR_BINS = 24
 
 
-def _value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+def _cells(values: pd.Series) -> pd.Series:
+    """``values`` as hover text: floats to 4 significant digits, missing ones empty."""
+    if pd.api.types.is_float_dtype(values):
+        return values.map(lambda v: "" if v != v else f"{v:.4g}")
+    return values.astype(str).where(values.notna(), "")
+
+
+def _joined(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
+    """``name=value`` of each of ``columns`` per row, comma-separated (a missing value left
+    out)."""
+    parts = [(name + "=" + cells).where(cells != "", "") for name in columns
+             for cells in [_cells(frame[name])]]
+    if not parts:
+        return pd.Series("", index=frame.index)
+    joined = parts[0]
+    for part in parts[1:]:
+        joined = joined.str.cat(part, sep=", ")
+    return joined.str.replace(r"(, )+", ", ", regex=True).str.strip(", ")
 
 
 def trial_points(frame: pd.DataFrame, params: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """Scatter keywords that make each point its trial: ``customdata`` holds the trial number
     (the dashboard's click-through reads it) and the hover text names the trial, its
     parameters and the key metrics."""
-    if "number" not in frame:
+    if "number" not in frame or frame.empty:
         return {}
-    shown_params = [p for p in params if p in frame]
-    shown_metrics = [m for m in HOVER_METRICS if m in frame]
-    lines = []
-    for _, row in frame.iterrows():
-        parts = [f"trial {int(row['number'])}"]
-        if shown_params:
-            parts.append(", ".join(f"{p}={_value(row[p])}" for p in shown_params
-                                   if pd.notna(row[p])))
-        if shown_metrics:
-            parts.append(", ".join(f"{m}={_value(row[m])}" for m in shown_metrics
-                                   if pd.notna(row[m])))
-        lines.append("<br>".join(parts))
-    return {"customdata": frame["number"].astype(int).to_numpy(), "hovertext": lines,
+    numbers = frame["number"].astype(int)
+    text = "trial " + numbers.astype(str)
+    for columns in ([p for p in params if p in frame], [m for m in HOVER_METRICS if m in frame]):
+        if columns:
+            text = text + "<br>" + _joined(frame, columns)
+    return {"customdata": numbers.to_numpy(), "hovertext": text.tolist(),
             "hovertemplate": "%{hovertext}<extra></extra>"}
 
 

@@ -97,11 +97,15 @@ def house_style(fig: go.Figure) -> go.Figure:
     return readable_axes(fig)
 
 
+def styled_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
+    """A figure already in the :func:`house_style` as an HTML fragment (``include_plotlyjs``
+    as for Plotly)."""
+    return to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs, config=PLOT_CONFIG)
+
+
 def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
-    """A figure as an HTML fragment in the :func:`house_style` (``include_plotlyjs`` as for
-    Plotly)."""
-    return to_html(house_style(fig), full_html=False, include_plotlyjs=include_plotlyjs,
-                   config=PLOT_CONFIG)
+    """A figure as an HTML fragment in the :func:`house_style`."""
+    return styled_html(house_style(fig), include_plotlyjs)
 
 
 def history_figure(numbers: np.ndarray, values: np.ndarray, direction: str,

@@ -31,6 +31,7 @@ from dse.analysis.figures import (
     history_figure,
     house_style,
     roofline_figure,
+    styled_html,
     workload_figures,
 )
 from dse.core.errors import UsageError
@@ -123,7 +124,7 @@ class _Pages:
     def study(self, name: str) -> str:
         summary = self.summary_of(name)
         shown = self.shown_workloads(summary)
-        overview = (figure_html(house_style(best_per_workload_figure(summary)))
+        overview = (figure_html(best_per_workload_figure(summary))
                     if len(summary.workloads) > 1 else None)
         return render_template("study.html", s=summary, shown=shown, overview=overview,
                                one_at_a_time=len(summary.workloads) > FEW_WORKLOADS,
@@ -340,7 +341,7 @@ def _workload_views(summary: StudySummary, workload: Any, index: int) -> dict[st
     for n, fig in enumerate(figures, start=1):
         styled = house_style(fig)
         as_json = styled.to_json()
-        drawn.append({"key": f"{index}-{n}", "html": figure_html(styled), "json": as_json,
+        drawn.append({"key": f"{index}-{n}", "html": styled_html(styled), "json": as_json,
                       "hash": hashlib.sha1(as_json.encode()).hexdigest()[:16]})
     return {"index": index, "label": workload.label, "trials": workload.trials,
             "ok": workload.ok, "filter": _workload_filter(workload),
