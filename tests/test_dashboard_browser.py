@@ -336,3 +336,69 @@ def test_a_study_of_many_workloads_shows_a_summary_then_one_at_a_time(browser, t
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def _choose(page, graph: int, item: str) -> None:
+    """Open the menu of plot ``graph`` that holds ``item`` and pick it."""
+    menus = page.locator(".plotly-graph-div").nth(graph).locator(".updatemenu-header-group")
+    for i in range(menus.count()):
+        menus.nth(i).click()
+        choice = page.locator(".updatemenu-item-text", has_text=item)
+        if choice.count():
+            choice.first.click()
+            return
+        menus.nth(i).click()  # close it again
+    pytest.fail(f"no menu item {item!r}")
+
+
+def test_the_explorer_takes_the_axes_and_colour_chosen(page, server):
+    page.goto(f"{server}/study/two")
+    _plots_drawn(page, 8)
+    graph = page.evaluate(_GRAPH_BY_TITLE, "Explore")
+    page.locator(".plotly-graph-div").nth(graph).scroll_into_view_if_needed()
+    _choose(page, graph, "x: k_ct")
+    _choose(page, graph, "colour: t_mem_s")
+    state = page.evaluate("""(i) => { const g = document.querySelectorAll('.plotly-graph-div')[i];
+        return [g.layout.xaxis.title.text, g._fullData[0].x.slice(0, 5),
+                g._fullData[0].customdata.slice(0, 5),
+                g._fullData[0].marker.colorbar.title.text]; }""", graph)
+    title, xs, numbers, colour = state
+    assert title == "k_ct" and colour == "t_mem_s"
+    # each point's x is its own trial's k_ct
+    for number, x in zip(numbers, xs, strict=True):
+        page_row = page.request.get(f"{server}/trials/two?where=number%20%3D%3D%20{number}")
+        assert f'data-column="k_ct">{int(x)}<' in page_row.text()
+
+
+def test_a_three_objective_front_has_its_third_as_colour(browser, tmp_path):
+    storage = str(tmp_path / "mo3.db")
+    run_study(study_from_dict({"name": "mo3", "target": "xdna2", "sampler": "nsga2", "seed": 1,
+                               "workload": {"shape": "2048x2048x2048", "dtype": "int8-int8"},
+                               "objectives": ["tops", "l1_bytes", "dram_bytes"],
+                               "budget": {"trials": 60}}), storage)
+    server = subprocess.Popen([sys.executable, "-c", LAUNCH, "dashboard", "--storage", storage,
+                               "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        base = re.search(r"(http://127\.0\.0\.1:\d+)/", server.stdout.readline()).group(1)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{base}/study/mo3")
+        _plots_drawn(page, 6)
+        graph = page.evaluate(_GRAPH_BY_TITLE, "Pareto front, 3 objectives")
+        assert graph >= 0
+        axes = page.evaluate("""(i) => {
+            const g = document.querySelectorAll('.plotly-graph-div')[i];
+            return [g.layout.xaxis.title.text, g.layout.yaxis.title.text,
+                    g._fullData[0].marker.colorbar.title.text]; }""", graph)
+        assert axes == ["tops", "l1_bytes", "dram_bytes"]
+        page.locator(".plotly-graph-div").nth(graph).scroll_into_view_if_needed()
+        _choose(page, graph, "y: dram_bytes")
+        assert page.evaluate("(i) => document.querySelectorAll('.plotly-graph-div')[i]"
+                             ".layout.yaxis.title.text", graph) == "dram_bytes"
+        (OUTPUT / "dashboard").mkdir(parents=True, exist_ok=True)
+        page.locator(".plotly-graph-div").nth(graph).screenshot(
+            path=str(OUTPUT / "dashboard" / "pareto_three_objectives.png"))
+        page.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

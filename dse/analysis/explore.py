@@ -182,3 +182,59 @@ def contour_figure(ok: pd.DataFrame, params: list[str], metric: str, direction: 
     fig.update_layout(title=f"Best {metric} over {x_name} and {y_name}",
                       xaxis_title=x_name, yaxis_title=y_name)
     return fig
+
+
+EXPLORER_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "balance", "dram_bytes",
+                    "l1_bytes", "l2_bytes", "macs_per_cycle")
+
+
+def _numeric_columns(ok: pd.DataFrame, names: list[str]) -> list[str]:
+    return [n for n in names if n in ok and pd.api.types.is_numeric_dtype(ok[n])
+            and ok[n].nunique() > 1]
+
+
+def _menu(label: str, x: float, buttons: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"buttons": buttons, "direction": "down", "x": x, "xanchor": "left", "y": 1.18,
+            "yanchor": "top", "showactive": True, "name": label, "pad": {"r": 4, "t": 0}}
+
+
+def explorer_figure(ok: pd.DataFrame, params: list[str], metric: str,
+                    columns: list[str] | None = None, colour: str | None = None,
+                    title: str = "Explore: choose the axes and the colour") -> go.Figure | None:
+    """Every trial on two axes of the user's choosing, coloured by a third: three menus over
+    the parameters and metrics (``columns``; the metrics the family reports by default), the
+    x axis on the first parameter, y on ``metric`` and the colour on ``colour`` (``metric``)
+    to start with."""
+    choices = _numeric_columns(ok, columns or [*params, *EXPLORER_METRICS])
+    if ok.empty or len(choices) < 2 or metric not in choices:
+        return None
+    x0 = next(c for c in choices if c != metric)
+    colour = colour if colour in choices else metric
+    fig = go.Figure(go.Scatter(
+        x=ok[x0], y=ok[metric], mode="markers", showlegend=False,
+        marker={"size": 6, "opacity": 0.7, "color": ok[colour], "colorscale": "Viridis",
+                "showscale": True, "colorbar": {"title": colour}}, **trial_points(ok, params)))
+
+    def buttons(axis: str) -> list[dict[str, Any]]:
+        out = []
+        for name in choices:
+            values = ok[name].tolist()
+            if axis == "colour":
+                out.append({"label": f"colour: {name}", "method": "restyle",
+                            "args": [{"marker.color": [values],
+                                      "marker.colorbar.title.text": name}]})
+            else:
+                out.append({"label": f"{axis}: {name}", "method": "update",
+                            "args": [{axis: [values]}, {f"{axis}axis.title.text": name}]})
+        return out
+
+    def active(axis: str, name: str) -> dict[str, Any]:
+        menu = _menu(axis, {"x": 0.0, "y": 0.3, "colour": 0.6}[axis], buttons(axis))
+        menu["active"] = choices.index(name)
+        return menu
+
+    fig.update_layout(title={"text": title, "y": 0.98}, xaxis_title=x0, yaxis_title=metric,
+                      updatemenus=[active("x", x0), active("y", metric),
+                                   active("colour", colour)],
+                      margin={"t": 110})
+    return fig

@@ -17,6 +17,7 @@ from plotly.io import to_html
 from dse.analysis.explore import (
     balance_point_figure,
     contour_figure,
+    explorer_figure,
     parallel_coordinates_figure,
     slice_figure,
     trial_points,
@@ -283,9 +284,16 @@ def importance_figure(ok: pd.DataFrame, params: list[str], metric: str,
 def pareto_figure(ok: pd.DataFrame, front: pd.DataFrame,
                   objectives: list[tuple[str, str]],
                   params: list[str] | tuple[str, ...] = ()) -> go.Figure | None:
-    """The trials and the Pareto front over the first two objectives."""
+    """The trials and the Pareto front over the first two objectives; over three or more, the
+    front on two axes of the user's choosing among the objectives, coloured by a third."""
     if len(objectives) < 2 or ok.empty:
         return None
+    if len(objectives) >= 3 and not front.empty:
+        names = [name for name, _ in objectives]
+        return explorer_figure(front, list(params), names[1], columns=names,
+                               colour=names[2],
+                               title=f"Pareto front, {len(names)} objectives ({len(front)} "
+                                     "configs)")
     (mx, _), (my, _) = objectives[0], objectives[1]
     fig = go.Figure([go.Scatter(x=ok[mx], y=ok[my], mode="markers", name="trials",
                                 marker={"size": 5, "opacity": 0.4}, **trial_points(ok, params)),
@@ -376,6 +384,7 @@ def workload_figures(numbers: np.ndarray, values: np.ndarray, sample: pd.DataFra
                     roofline_figure(shown, target, best=best, params=params),
                     importance_figure(sample, params, metric, of_total=of_total),
                     pareto_figure(shown, best, objectives, params),
+                    explorer_figure(shown, params, metric),
                     parallel_coordinates_figure(shown, params, metric),
                     slice_figure(shown, params, metric, order),
                     contour_figure(shown, params, metric, direction, order),
