@@ -402,3 +402,41 @@ def test_a_three_objective_front_has_its_third_as_colour(browser, tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_optuna_dashboard_opens_the_export_with_real_parameters(browser, storage, tmp_path):
+    import shutil
+    import socket
+    import time
+    import urllib.request
+
+    out = tmp_path / "two.log"
+    assert main(["optuna-export", "two", "--storage", storage, "--out", str(out)]) == 0
+    command = shutil.which("optuna-dashboard", path=str(Path(sys.executable).parent)) \
+        or shutil.which("optuna-dashboard")
+    assert command, "optuna-dashboard is a test dependency (pip install -e '.[test]')"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([command, str(out), "--host", "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{base}/api/studies", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{base}/dashboard/studies/0/trials")
+        page.get_by_text("Trial 0", exact=True).first.wait_for()
+        # the trial's real parameters, its metrics as user attributes
+        for text in ("m_ct", "k_ct", "shape 2048x2048x2048", "evaluator analytical"):
+            assert page.get_by_text(text).count(), text
+        (OUTPUT / "dashboard").mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "dashboard" / "optuna_dashboard.png"))
+        page.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

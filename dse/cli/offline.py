@@ -47,13 +47,21 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_optuna_export(args: argparse.Namespace) -> int:
-    """``dse optuna-export``: write a study's Optuna state as a journal file for optuna-dashboard;
-    prints how many lines."""
+    """``dse optuna-export``: write a study as an Optuna journal file for optuna-dashboard (its
+    real parameters, objectives and metrics); prints how many trials, with a progress bar on a
+    terminal."""
+    from tqdm import tqdm
+
     from dse.study.optuna_export import export_journal
 
-    lines = export_journal(args.store, args.study, args.out)
-    print(f"wrote {lines} journal lines to {args.out}; open it with `optuna-dashboard "
-          f"{args.out}`")
+    with tqdm(desc=f"{args.study} to {args.out}", unit="trial", file=sys.stderr,
+              disable=not sys.stderr.isatty()) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.total, bar.n = total, done
+            bar.refresh()
+
+        trials = export_journal(args.store, args.study, args.out, progress)
+    print(f"wrote {trials} trials to {args.out}; open it with `optuna-dashboard {args.out}`")
     return 0
 
 
@@ -78,8 +86,8 @@ def add_commands(sub: Any) -> None:
     add_storage_option(ing, "deferred")
     ing.set_defaults(func=cmd_ingest)
 
-    oex = sub.add_parser("optuna-export", help="a study's Optuna state as a journal file for "
-                         "optuna-dashboard")
+    oex = sub.add_parser("optuna-export", help="a study as an Optuna journal file for "
+                         "optuna-dashboard (real parameters, every metric)")
     oex.add_argument("study")
     add_storage_option(oex)
     oex.add_argument("--out", required=True, metavar="FILE.log")
