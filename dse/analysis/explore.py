@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 HOVER_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "bound")
-SLICE_PARAMS = 6  # parameters a slice plot shows (the most important first)
+SLICE_PARAMS = 4  # parameters a slice plot shows (the most important first)
 CONTOUR_BINS = 24
 
 
@@ -39,15 +39,16 @@ def _joined(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
     return joined.str.replace(r"(, )+", ", ", regex=True).str.strip(", ")
 
 
-def trial_points(frame: pd.DataFrame, params: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+def trial_points(frame: pd.DataFrame, params: list[str] | tuple[str, ...] = (),
+                 metrics: tuple[str, ...] = HOVER_METRICS) -> dict[str, Any]:
     """Scatter keywords that make each point its trial: ``customdata`` holds the trial number
     (the dashboard's click-through reads it) and the hover text names the trial, its
-    parameters and the key metrics."""
+    parameters and ``metrics``."""
     if "number" not in frame or frame.empty:
         return {}
     numbers = frame["number"].astype(int)
     text = "trial " + numbers.astype(str)
-    for columns in ([p for p in params if p in frame], [m for m in HOVER_METRICS if m in frame]):
+    for columns in ([p for p in params if p in frame], [m for m in metrics if m in frame]):
         if columns:
             text = text + "<br>" + _joined(frame, columns)
     return {"customdata": numbers.to_numpy(), "hovertext": text.tolist(),
@@ -141,7 +142,7 @@ def slice_figure(ok: pd.DataFrame, params: list[str], metric: str,
     if ok.empty or metric not in ok or not names:
         return None
     fig = make_subplots(rows=1, cols=len(names), shared_yaxes=True, horizontal_spacing=0.02)
-    identity = trial_points(ok, params)
+    identity = trial_points(ok, names, (metric,))  # one hover text for all the panels
     for i, name in enumerate(names, start=1):
         fig.add_trace(go.Scatter(x=ok[name], y=ok[metric], mode="markers", name=name,
                                  showlegend=False, marker={"size": 4, "opacity": 0.5},
@@ -184,8 +185,7 @@ def contour_figure(ok: pd.DataFrame, params: list[str], metric: str, direction: 
     return fig
 
 
-EXPLORER_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "balance", "dram_bytes",
-                    "l1_bytes", "l2_bytes", "macs_per_cycle")
+EXPLORER_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "dram_bytes", "l1_bytes")
 
 
 def _numeric_columns(ok: pd.DataFrame, names: list[str]) -> list[str]:
@@ -215,10 +215,13 @@ def explorer_figure(ok: pd.DataFrame, params: list[str], metric: str,
         marker={"size": 6, "opacity": 0.7, "color": ok[colour], "colorscale": "Viridis",
                 "showscale": True, "colorbar": {"title": colour}}, **trial_points(ok, params)))
 
+    # the menus carry every choice's values: to 4 significant digits, they weigh half as much
+    rounded = {name: [float(f"{v:.4g}") for v in ok[name].astype(float)] for name in choices}
+
     def buttons(axis: str) -> list[dict[str, Any]]:
         out = []
         for name in choices:
-            values = ok[name].tolist()
+            values = rounded[name]
             if axis == "colour":
                 out.append({"label": f"colour: {name}", "method": "restyle",
                             "args": [{"marker.color": [values],

@@ -180,7 +180,7 @@ def balance_figures(ok: pd.DataFrame, best: pd.DataFrame,
         if balanced is not None and not same:
             marks.append((nearest, balanced, "diamond", "crimson"))
     figures = []
-    identity = trial_points(ok, params)
+    identity = trial_points(ok, params, ("tops", "t_comp_s", "t_mem_s"))
     for axis in (area, depth):
         fig = go.Figure()
         for column, name in (("t_comp_s", "t_comp"), ("t_mem_s", "t_mem")):
@@ -379,15 +379,18 @@ def workload_figures(numbers: np.ndarray, values: np.ndarray, sample: pd.DataFra
         axes = search_space_class(target.space).tile_axes
         breakdowns = search_space_class(target.space).breakdowns
         order = list(parameter_importance(sample, params, metric).index)
-        figures += [balance_point_figure(shown, best, params),
-                    *balance_figures(shown, best, axes, params),
-                    roofline_figure(shown, target, best=best, params=params),
+        # what a point's hover and the menus name: the parameters that vary (a fixed one says
+        # nothing and would only make the page heavier)
+        varying = [p for p in params if p in shown and shown[p].nunique() > 1]
+        figures += [balance_point_figure(shown, best, varying),
+                    *balance_figures(shown, best, axes, varying),
+                    roofline_figure(shown, target, best=best, params=varying),
                     importance_figure(sample, params, metric, of_total=of_total),
-                    pareto_figure(shown, best, objectives, params),
-                    explorer_figure(shown, params, metric),
-                    parallel_coordinates_figure(shown, params, metric),
-                    slice_figure(shown, params, metric, order),
-                    contour_figure(shown, params, metric, direction, order),
+                    pareto_figure(shown, best, objectives, varying),
+                    explorer_figure(shown, varying, metric),
+                    parallel_coordinates_figure(shown, varying, metric),
+                    slice_figure(shown, varying, metric, order),
+                    contour_figure(shown, varying, metric, direction, order),
                     *(breakdown_figure(best.head(BREAKDOWN_CONFIGS), b) for b in breakdowns)]
     if not ladder.empty:
         figures += fidelity_figures(ladder, params, metric)
