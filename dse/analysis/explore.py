@@ -1,5 +1,6 @@
-"""Figures to explore a study's trials with: the balance point drawn, parallel coordinates, and
-slice and contour plots over the real parameters.
+"""Figures to explore a study's trials with: the balance point drawn, parallel coordinates,
+slice and contour plots over the real parameters, and the explorer (axes and colour chosen from
+menus).
 
 Every point carries its trial (:func:`trial_points`): hovering names the trial, its parameters
 and key metrics, and the dashboard opens the config page of a clicked point.
