@@ -7,11 +7,13 @@ must be the one ``dse best`` names; sorting, filtering and paging must work. Scr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,20 +42,28 @@ def storage(tmp_path_factory):
     return path
 
 
-@pytest.fixture(scope="module")
-def server(storage):
-    """``dse dashboard --port 0`` in a child process; yields its base URL."""
+@contextlib.contextmanager
+def dashboard(storage: str) -> Iterator[str]:
+    """``dse dashboard --port 0`` on ``storage`` in a child process; yields its base URL."""
     process = subprocess.Popen([sys.executable, "-c", LAUNCH, "dashboard", "--storage", storage,
                                 "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-    line = process.stdout.readline()
-    match = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
-    if not match:
-        process.kill()
-        pytest.fail(f"the dashboard did not start: {line}{process.stderr.read()}")
-    yield match.group(1)
-    process.terminate()
-    process.wait(timeout=10)
+    try:
+        line = process.stdout.readline()
+        match = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
+        if not match:
+            process.kill()
+            pytest.fail(f"the dashboard did not start: {line}{process.stderr.read()}")
+        yield match.group(1)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(storage):
+    with dashboard(storage) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
@@ -243,7 +253,6 @@ def test_a_running_study_s_page_follows_it_without_reloading(browser, tmp_path):
     run = subprocess.Popen([sys.executable, "-c", LAUNCH, "run", str(study), "--storage",
                             storage], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            text=True)
-    server = None
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # every plot exists once some trials are feasible
@@ -256,38 +265,37 @@ def test_a_running_study_s_page_follows_it_without_reloading(browser, tmp_path):
                 break
             time.sleep(0.2)
         assert trials >= 25, run.stderr.read() if run.poll() is not None else "too slow"
-        server = subprocess.Popen([sys.executable, "-c", LAUNCH, "dashboard", "--storage",
-                                   storage, "--port", "0"], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        base = re.search(r"(http://127\.0\.0\.1:\d+)/", server.stdout.readline()).group(1)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(f"{base}/study/live")
-        _plots_drawn(page, 8)
-        assert page.locator("#status").inner_text() == "running"
-        first = int(page.locator("#total").inner_text().replace(",", ""))
-        # marks on the window and on the history plot's node: a reload would lose them
-        points = page.evaluate("() => { window.__kept = true; const g = document.querySelector("
-                               "'.plotly-graph-div'); g.__kept = true;"
-                               " return g.calcdata[0].length; }")
-        page.wait_for_function(f"parseInt(document.getElementById('total').textContent"
-                               f".replace(/,/g, '')) > {first}", timeout=30000)
-        page.wait_for_function(f"document.querySelector('.plotly-graph-div').calcdata[0].length"
-                               f" > {points}", timeout=30000)
-        assert page.evaluate("() => window.__kept === true && "
-                             "document.querySelector('.plotly-graph-div').__kept === true")
-        run.wait(timeout=60)
-        page.wait_for_function("document.getElementById('live-note').textContent"
-                               ".includes('stopped')", timeout=30000)
-        assert page.locator("#status").inner_text() == "finished"
-        assert int(page.locator("#total").inner_text().replace(",", "")) == 400
-        (OUTPUT / "dashboard").mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(OUTPUT / "dashboard" / "live_study.png"), full_page=True)
-        page.close()
+        with dashboard(storage) as base:
+            _follow_the_live_study(browser, base, run)
     finally:
         run.kill()
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=10)
+
+
+def _follow_the_live_study(browser, base: str, run: subprocess.Popen) -> None:
+    """The live study's page, opened while it runs, followed until it stops."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{base}/study/live")
+    _plots_drawn(page, 8)
+    assert page.locator("#status").inner_text() == "running"
+    first = int(page.locator("#total").inner_text().replace(",", ""))
+    # marks on the window and on the history plot's node: a reload would lose them
+    points = page.evaluate("() => { window.__kept = true; const g = document.querySelector("
+                           "'.plotly-graph-div'); g.__kept = true;"
+                           " return g.calcdata[0].length; }")
+    page.wait_for_function(f"parseInt(document.getElementById('total').textContent"
+                           f".replace(/,/g, '')) > {first}", timeout=30000)
+    page.wait_for_function(f"document.querySelector('.plotly-graph-div').calcdata[0].length"
+                           f" > {points}", timeout=30000)
+    assert page.evaluate("() => window.__kept === true && "
+                         "document.querySelector('.plotly-graph-div').__kept === true")
+    run.wait(timeout=60)
+    page.wait_for_function("document.getElementById('live-note').textContent"
+                           ".includes('stopped')", timeout=30000)
+    assert page.locator("#status").inner_text() == "finished"
+    assert int(page.locator("#total").inner_text().replace(",", "")) == 400
+    (OUTPUT / "dashboard").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(OUTPUT / "dashboard" / "live_study.png"), full_page=True)
+    page.close()
 
 
 MANY = {"name": "many", "target": "xdna2", "sampler": "random", "seed": 2,
@@ -299,11 +307,7 @@ MANY = {"name": "many", "target": "xdna2", "sampler": "random", "seed": 2,
 def test_a_study_of_many_workloads_shows_a_summary_then_one_at_a_time(browser, tmp_path):
     storage = str(tmp_path / "many.db")
     run_study(study_from_dict(MANY), storage)
-    server = subprocess.Popen([sys.executable, "-c", LAUNCH, "dashboard", "--storage", storage,
-                               "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
-    try:
-        base = re.search(r"(http://127\.0\.0\.1:\d+)/", server.stdout.readline()).group(1)
+    with dashboard(storage) as base:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(f"{base}/study/many")
         assert page.locator("#overview tr").count() == 1 + 9
@@ -333,9 +337,6 @@ def test_a_study_of_many_workloads_shows_a_summary_then_one_at_a_time(browser, t
         assert page.locator("p.workloads a").count() == 1 + 9
         assert page.locator("p.workloads a.chosen").inner_text() == label
         page.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def _choose(page, graph: int, item: str) -> None:
@@ -376,11 +377,7 @@ def test_a_three_objective_front_has_its_third_as_colour(browser, tmp_path):
                                "workload": {"shape": "2048x2048x2048", "dtype": "int8-int8"},
                                "objectives": ["tops", "l1_bytes", "dram_bytes"],
                                "budget": {"trials": 60}}), storage)
-    server = subprocess.Popen([sys.executable, "-c", LAUNCH, "dashboard", "--storage", storage,
-                               "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
-    try:
-        base = re.search(r"(http://127\.0\.0\.1:\d+)/", server.stdout.readline()).group(1)
+    with dashboard(storage) as base:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(f"{base}/study/mo3")
         _plots_drawn(page, 6)
@@ -399,9 +396,6 @@ def test_a_three_objective_front_has_its_third_as_colour(browser, tmp_path):
         page.locator(".plotly-graph-div").nth(graph).screenshot(
             path=str(OUTPUT / "dashboard" / "pareto_three_objectives.png"))
         page.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def test_optuna_dashboard_opens_the_export_with_real_parameters(browser, storage, tmp_path):

@@ -51,11 +51,11 @@ def _trial(row: pd.Series, params: list[str], distributions: dict[str, Categoric
     ok = row["status"] == "ok" and all(isinstance(v, int | float) for v in values)
     attrs = {name: _plain(value) for name, value in row.items()
              if name not in TRIAL_COLUMNS and name not in params}
+    chosen = {p: v for p in params if (v := _plain(row[p])) is not None}
     return create_trial(
         state=TrialState.COMPLETE if ok else TrialState.FAIL,
-        values=values if ok else None,
-        params={p: _plain(row[p]) for p in params if _plain(row[p]) is not None},
-        distributions={p: d for p, d in distributions.items() if _plain(row[p]) is not None},
+        values=values if ok else None, params=chosen,
+        distributions={p: distributions[p] for p in chosen},
         user_attrs={k: v for k, v in attrs.items() if v is not None})
 
 

@@ -17,15 +17,15 @@ from typing import Any
 import numpy as np
 
 from dse.core.evaluator import EvalContext
+from dse.core.params import ConfigBatch
 from dse.core.registry import load_target
 from dse.core.target import rewrite_toml
 from dse.core.workload import GemmWorkload
 from evaluators.analytical import paper_data
-from evaluators.analytical.layout_sweep import layout_sweep
+from evaluators.analytical.layout_sweep import encode_point, layout_sweep
 from evaluators.analytical.paper_data import EndToEndPoint, KernelPoint
 from evaluators.analytical.xdna_gemm import score
 from evaluators.analytical.xdna_kernel import macs_per_cycle
-from search_spaces.xdna_gemm.space import XdnaGemmSpace
 from search_spaces.xdna_gemm.target import XdnaTarget
 
 # The published points fix the DRAM curve's slope for short runs (k_mt = 56) and its plateau
@@ -74,15 +74,19 @@ def kernel_residuals(target: XdnaTarget, points: Sequence[KernelPoint]) -> dict[
     return out
 
 
+def _feasible_point(target: XdnaTarget, point: EndToEndPoint, b_layout: str = "col",
+                    **params: Any) -> tuple[EvalContext, ConfigBatch]:
+    """:func:`encode_point`, refusing a configuration the space's rules refuse."""
+    ctx, batch = encode_point(target, point, b_layout, **params)
+    if not ctx.space.check(batch).ok[0]:
+        raise ValueError(f"{point.label}: {ctx.space.explain(batch, 0)}")
+    return ctx, batch
+
+
 def predict_point(target: XdnaTarget, point: EndToEndPoint, b_layout: str = "col") -> dict:
     """Analytical metrics of one published configuration (must be feasible)."""
-    workload = GemmWorkload.parse(point.shape, point.dtype, b_layout)
-    space = XdnaGemmSpace(target, workload)
-    batch = space.encode([space.resolve(point.params)])
-    feasible = space.check(batch)
-    if not feasible.ok[0]:
-        raise ValueError(f"{point.label}: {space.explain(batch, 0)}")
-    return {name: values[0] for name, values in score(batch, target, workload).items()}
+    ctx, batch = _feasible_point(target, point, b_layout)
+    return {name: values[0] for name, values in score(batch, target, ctx.workload).items()}
 
 
 def end_to_end_residuals(target: XdnaTarget, points: Sequence[EndToEndPoint]) -> dict[str, float]:
@@ -222,12 +226,8 @@ def simulate_point(target: XdnaTarget, point: EndToEndPoint, **params: Any) -> d
     """Simulator metrics of one published configuration (must be feasible)."""
     from evaluators.simulator import SimulatorEvaluator
 
-    workload = GemmWorkload.parse(point.shape, point.dtype)
-    space = XdnaGemmSpace(target, workload)
-    batch = space.encode([space.resolve({**point.params, **params})])
-    if not space.check(batch).ok[0]:
-        raise ValueError(f"{point.label}: {space.explain(batch, 0)}")
-    return SimulatorEvaluator().simulate(batch, EvalContext(target, workload, space))
+    ctx, batch = _feasible_point(target, point, **params)
+    return SimulatorEvaluator().simulate(batch, ctx)
 
 
 def simulator_residuals(target: XdnaTarget, points: Sequence[EndToEndPoint]) -> dict[str, float]:

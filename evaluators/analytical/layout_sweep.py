@@ -46,17 +46,19 @@ MAX_DIMENSION = 8192
 Predictor = Callable[[XdnaTarget, EndToEndPoint, str], dict[str, Any]]
 
 
-def _encoded(target: XdnaTarget, point: EndToEndPoint,
-             b_layout: str) -> tuple[EvalContext, ConfigBatch]:
-    """The context of one sweep point and its config as a batch of one."""
+def encode_point(target: XdnaTarget, point: EndToEndPoint, b_layout: str = "col",
+                 **params: Any) -> tuple[EvalContext, ConfigBatch]:
+    """The context of one point (a sweep's, or a published configuration) and its config, with
+    ``params`` changed, as a batch of one."""
     workload = GemmWorkload.parse(point.shape, point.dtype, b_layout)
     space = XdnaGemmSpace(target, workload)
-    return EvalContext(target, workload, space), space.encode([space.resolve(point.params)])
+    batch = space.encode([space.resolve({**point.params, **params})])
+    return EvalContext(target, workload, space), batch
 
 
 def analytical(target: XdnaTarget, point: EndToEndPoint, b_layout: str) -> dict[str, Any]:
     """The analytical model's metrics of one sweep point."""
-    ctx, batch = _encoded(target, point, b_layout)
+    ctx, batch = encode_point(target, point, b_layout)
     return {name: values[0] for name, values in score(batch, target, ctx.workload).items()}
 
 
@@ -64,7 +66,7 @@ def simulated(target: XdnaTarget, point: EndToEndPoint, b_layout: str) -> dict[s
     """The event simulator's metrics of one sweep point."""
     from evaluators.simulator import SimulatorEvaluator
 
-    ctx, batch = _encoded(target, point, b_layout)
+    ctx, batch = encode_point(target, point, b_layout)
     return SimulatorEvaluator().simulate(batch, ctx)
 
 
