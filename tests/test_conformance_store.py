@@ -98,6 +98,11 @@ def test_reads_of_a_study(run):
     assert (listed["study"], listed["trials"], listed["best"]) == ("s", 4, 12.0)
     narrow = store.narrow_trials("s")
     assert list(narrow["number"]) == [0, 1, 2, 3] and list(narrow.columns)[-1] == "tops"
+    frame = store.load_trials("s")
+    assert list(narrow["status"]) == list(frame["status"])
+    # the trial with no result reads as NaN, the others as the full frame has them
+    assert narrow["tops"].dtype == float and narrow["tops"].isna().tolist() == \
+        frame["tops"].isna().tolist() and narrow["tops"].sum() == frame["tops"].sum()
     assert list(store.trials_by_number("s", [2, 0])["number"]) == [2, 0]
     assert store.common_reasons("s", workload_id) == [("infeasible", "micro-tile: m_ct=60", 1)]
     assert store.study_spec("s") == IDENTITY

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import func, select
 
 from dse import load_trials
+from dse.analysis.explore import trial_points
 from dse.core.errors import UsageError
 from dse.dashboard import create_app, serve
 from dse.dashboard.data import summarise
@@ -231,6 +232,27 @@ def test_a_study_larger_than_the_sample_renders(studies, monkeypatch):
     monkeypatch.setattr(data, "SAMPLE_ROWS", 7)
     page = create_app(studies).test_client().get("/study/two")
     assert page.status_code == 200 and "importance" in page.text.lower()
+
+
+def test_plots_take_the_house_template_once_per_page(client):
+    # each plot's JSON comes without a template; the page loads the house template once
+    script = client.get("/assets/template.js")
+    assert script.status_code == 200 and script.text.startswith("const DSE_TEMPLATE = {")
+    assert script.cache_control.max_age == 86400
+    page = client.get("/study/two").text
+    assert page.count("dsePlot(") > 5 and '"template"' not in page
+    assert "/assets/template.js" in page and "plots.js" in page
+    figure = client.get("/figure/1-1/two").json
+    assert figure["data"] and "template" not in figure["layout"]
+
+
+def test_hover_text_leaves_out_missing_values():
+    frame = pd.DataFrame({"number": [4, 5], "m_ct": pd.array([32, None], dtype="Int64"),
+                          "layout": ["col", None], "tops": [1.23456, float("nan")]})
+    points = trial_points(frame, ["m_ct", "layout"])
+    assert points["hovertext"] == ["trial 4<br>m_ct=32, layout=col<br>tops=1.235",
+                                   "trial 5<br><br>"]
+    assert list(points["customdata"]) == [4, 5]
 
 
 def test_parameter_importance_ignores_repeated_index_labels():

@@ -100,6 +100,9 @@ def _plots_drawn(page, at_least: int) -> None:
     assert graphs.count() >= at_least
     for i in range(graphs.count()):  # every graph has drawn its traces
         assert graphs.nth(i).locator(".trace, .parcoords").count()
+    # in the house template (plotly_white), which the page loads once for all its plots
+    assert page.evaluate("[...document.querySelectorAll('.plotly-graph-div')]"
+                         ".every(g => g.layout.template.layout.plot_bgcolor === 'white')")
 
 
 def _column(page, name: str) -> list[float]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from sqlalchemy import func, select, update
 
 from dse.storage import ResultStore, StorageError, canonical_key
 from dse.storage import models as m
+from dse.storage.engine import json_loads
 from dse.storage.journal import SqlJournalBackend
 
 
@@ -96,3 +99,10 @@ def test_a_version_1_database_is_migrated(storage_url):
     assert again.schema_version() == 2
     with again.session() as s:
         assert s.scalar(select(func.count()).select_from(m.FidelityRow)) == 0
+
+
+def test_documents_orjson_refuses_are_still_read():
+    # the standard library writes NaN and Infinity, which orjson (strict JSON) refuses
+    assert json_loads('{"a": 1, "b": [2.5, "x"]}') == {"a": 1, "b": [2.5, "x"]}
+    decoded = json_loads('{"t": NaN, "u": Infinity}')
+    assert math.isnan(decoded["t"]) and decoded["u"] == math.inf

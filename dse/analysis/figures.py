@@ -30,6 +30,7 @@ MAX_POINTS = 600
 HISTORY_POINTS = 600
 BREAKDOWN_CONFIGS = 10  # the best configs a study's breakdown bars show
 PLOT_CONFIG = {"displaylogo": False}
+HOUSE_TEMPLATE = "plotly_white"
 
 
 def thin(frame: pd.DataFrame, keep: pd.DataFrame | None = None,
@@ -88,25 +89,26 @@ def readable_axes(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def house_style(fig: go.Figure) -> go.Figure:
-    """``fig`` in the house style: the legend under the plot, never over it, and
-    :func:`readable_axes`."""
+def house_layout(fig: go.Figure) -> go.Figure:
+    """``fig`` laid out in the house style, its template aside: the legend under the plot,
+    never over it, and :func:`readable_axes`."""
     margin = {side: fig.layout.margin[side] if fig.layout.margin[side] is not None else default
               for side, default in (("l", 60), ("r", 20), ("t", 50), ("b", 50))}
-    fig.update_layout(height=420, margin=margin, template="plotly_white",
+    fig.update_layout(height=420, margin=margin,
                       legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0})
     return readable_axes(fig)
 
 
-def styled_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
-    """A figure already in the :func:`house_style` as an HTML fragment (``include_plotlyjs``
-    as for Plotly)."""
-    return to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs, config=PLOT_CONFIG)
+def house_style(fig: go.Figure) -> go.Figure:
+    """``fig`` in the house style: :func:`house_layout` and the :data:`HOUSE_TEMPLATE`."""
+    return house_layout(fig).update_layout(template=HOUSE_TEMPLATE)
 
 
 def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
-    """A figure as an HTML fragment in the :func:`house_style`."""
-    return styled_html(house_style(fig), include_plotlyjs)
+    """A figure as an HTML fragment in the :func:`house_style` (``include_plotlyjs`` as for
+    Plotly)."""
+    return to_html(house_style(fig), full_html=False, include_plotlyjs=include_plotlyjs,
+                   config=PLOT_CONFIG)
 
 
 def history_figure(numbers: np.ndarray, values: np.ndarray, direction: str,

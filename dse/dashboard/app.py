@@ -9,7 +9,7 @@ Nothing here writes to the database; the server answers only GET.
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import math
 import sys
 import tempfile
@@ -27,17 +27,16 @@ from werkzeug.exceptions import HTTPException
 from dse.analysis.columns import config_columns
 from dse.analysis.figures import (
     breakdown_figure,
-    figure_html,
     history_figure,
-    house_style,
     roofline_figure,
-    styled_html,
     workload_figures,
 )
 from dse.core.errors import UsageError
 from dse.core.formatting import fmt
+from dse.core.registry import families
 from dse.dashboard import config_view
 from dse.dashboard.data import StudySummary, SummaryCache
+from dse.dashboard.plots import drawn, plot_html, template_script
 from dse.storage.pages import MAX_ROW
 from dse.storage.store import ResultStore, open_store
 
@@ -51,6 +50,7 @@ def create_app(storage: ResultStore | str | None, warm: bool = False) -> Flask:
     their first visit does not wait for it."""
     app = Flask(__name__)
     store = open_store(storage)
+    families()  # import every family's code now, not in the first page's time
     pages = _Pages(store, SummaryCache())
     if warm:
         threading.Thread(target=_warm, args=(store, pages.cache), daemon=True).start()
@@ -58,7 +58,8 @@ def create_app(storage: ResultStore | str | None, warm: bool = False) -> Flask:
     app.jinja_env.globals["storage"] = store.safe_url
     app.register_error_handler(UsageError, _usage_error)
     app.register_error_handler(404, _not_found)
-    for rule, endpoint in (("/assets/plotly.min.js", "plotly_js"), ("/", "index"),
+    for rule, endpoint in (("/assets/plotly.min.js", "plotly_js"),
+                           ("/assets/template.js", "template_js"), ("/", "index"),
                            ("/study/<path:name>", "study"), ("/trials/<path:name>", "trials"),
                            ("/config/<int:number>/<path:name>", "config"),
                            ("/state/<path:name>", "state"),
@@ -97,9 +98,10 @@ class _Pages:
         return frame.iloc[0]
 
     def plotly_js(self) -> Response:
-        response = Response(_plotly_js(), mimetype="application/javascript")
-        response.cache_control.max_age = 86400
-        return response
+        return _script(_plotly_js())
+
+    def template_js(self) -> Response:
+        return _script(_template_js())
 
     def index(self) -> str:
         studies = self.store.list_studies()
@@ -124,7 +126,7 @@ class _Pages:
     def study(self, name: str) -> str:
         summary = self.summary_of(name)
         shown = self.shown_workloads(summary)
-        overview = (figure_html(best_per_workload_figure(summary))
+        overview = (plot_html(best_per_workload_figure(summary))
                     if len(summary.workloads) > 1 else None)
         return render_template("study.html", s=summary, shown=shown, overview=overview,
                                one_at_a_time=len(summary.workloads) > FEW_WORKLOADS,
@@ -195,7 +197,7 @@ class _Pages:
             "config.html", s=summary, row=row, number=number, label=workload.label,
             params={p: row[p] for p in summary.params if p in row and pd.notna(row[p])},
             fields={c: row[c] for c in metric_names},
-            figures=[figure_html(f) for f in figures if f is not None],
+            figures=[plot_html(f) for f in figures if f is not None],
             timeline=_has_timeline(row), plotly=True)
 
     def timeline(self, number: int, name: str) -> Response:
@@ -225,14 +227,21 @@ def _warm(store: ResultStore, cache: SummaryCache) -> None:
             print(f"dashboard: could not summarise {name}: {exc}", file=sys.stderr)
 
 
+def _script(text: str) -> Response:
+    """A script the browser may keep for a day (it changes only with the installed Plotly)."""
+    response = Response(text, mimetype="application/javascript")
+    response.cache_control.max_age = 86400
+    return response
+
+
+@functools.cache
 def _plotly_js() -> str:
-    global _PLOTLY_JS
-    if _PLOTLY_JS is None:
-        _PLOTLY_JS = get_plotlyjs()
-    return _PLOTLY_JS
+    return get_plotlyjs()
 
 
-_PLOTLY_JS: str | None = None
+@functools.cache
+def _template_js() -> str:
+    return template_script()
 
 
 def _int_arg(name: str, default: int, low: int, high: int | None) -> int:
@@ -337,16 +346,11 @@ def _workload_views(summary: StudySummary, workload: Any, index: int) -> dict[st
                                summary.objectives, summary.target, of_total=workload.ok,
                                evaluators=workload.evaluators)
     columns = _columns(summary, workload.best)
-    drawn = []
-    for n, fig in enumerate(figures, start=1):
-        styled = house_style(fig)
-        as_json = styled.to_json()
-        drawn.append({"key": f"{index}-{n}", "html": styled_html(styled), "json": as_json,
-                      "hash": hashlib.sha1(as_json.encode()).hexdigest()[:16]})
     return {"index": index, "label": workload.label, "trials": workload.trials,
             "ok": workload.ok, "filter": _workload_filter(workload),
             "best": workload.best[columns].to_dict("records") if not workload.best.empty
-            else [], "columns": columns, "reasons": workload.reasons, "figures": drawn}
+            else [], "columns": columns, "reasons": workload.reasons,
+            "figures": [drawn(fig, f"{index}-{n}") for n, fig in enumerate(figures, start=1)]}
 
 
 def _compare_figures(summaries: list[StudySummary]) -> list[str]:
@@ -371,7 +375,7 @@ def _compare_figures(summaries: list[StudySummary]) -> list[str]:
     best.update_layout(title=f"Best {metric} per workload", yaxis_title=metric,
                        barmode="group")
     history.update_layout(title="Best so far", xaxis_title="trial", yaxis_title=metric)
-    return [figure_html(f) for f in (best, history, roof) if f is not None]
+    return [plot_html(f) for f in (best, history, roof) if f is not None]
 
 
 def _has_timeline(row: pd.Series) -> bool:

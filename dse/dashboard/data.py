@@ -25,7 +25,7 @@ from dse.core.workload import Workload
 from dse.storage.frames import FIDELITY_RANK, best_trials, trials_frame
 from dse.storage.store import ResultStore
 
-SAMPLE_ROWS = 5000
+SAMPLE_ROWS = 2000
 
 
 @dataclass
@@ -79,7 +79,9 @@ def _best_numbers(narrow: pd.DataFrame, objectives: list[tuple[str, str]],
                   top: int) -> list[int]:
     """The trials ``dse best`` would name, by :func:`best_trials` over the narrow rows (a
     config's id stands for its parameters)."""
-    frame = narrow.assign(shape=narrow["workload_id"], dtype="", b_layout="")
+    columns = ["number", "status", "fidelity", "config_id", *(o for o, _ in objectives)]
+    frame = narrow[[c for c in columns if c in narrow]].assign(
+        shape=narrow["workload_id"], dtype=0, b_layout=0)
     frame.attrs = {"objectives": objectives, "params": ["config_id"]}
     best = best_trials(frame, top=top)
     return [int(n) for n in best["number"]] if not best.empty else []
@@ -88,9 +90,9 @@ def _best_numbers(narrow: pd.DataFrame, objectives: list[tuple[str, str]],
 def _ladder_rows(store: ResultStore, study: str, narrow: pd.DataFrame) -> pd.DataFrame:
     """Trials of configs that more than one fidelity scored (a ladder's pairs)."""
     ok = narrow[narrow["status"] == "ok"]
-    ranks = ok["fidelity"].map(FIDELITY_RANK).fillna(0)
     if ok["evaluator"].nunique() < 2:
         return trials_frame(study, [], {})
+    ranks = ok["fidelity"].map(FIDELITY_RANK).fillna(0)
     dear_configs = set(ok.loc[ranks > ranks.min(), "config_id"])
     numbers = ok.loc[ok["config_id"].isin(dear_configs), "number"].astype(int).tolist()
     return store.trials_by_number(study, numbers)
@@ -139,7 +141,7 @@ def summarise(store: ResultStore, study: str, top: int = 10) -> StudySummary:
             reasons=store.common_reasons(study, int(workload_id)) if len(ok) < len(group)
             else [],
             sample=pd.concat([sample, best], ignore_index=True).drop_duplicates("number"),
-            ladder=ladder[ladder["number"].isin(set(group["number"]))]))
+            ladder=ladder[ladder["number"].isin(group["number"])] if len(ladder) else ladder))
     return summary
 
 

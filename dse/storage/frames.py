@@ -168,10 +168,15 @@ def narrow_frame(s: Session, study: m.StudyRow, metric_columns: dict[str, Any]) 
             m.WorkloadRow, m.WorkloadRow.id == m.TrialRow.workload_id)
     else:
         query = query.add_columns(m.EvaluationRow.tops)
-    names = ["number", "workload_id", "config_id", "status", "evaluator", "fidelity",
-             *metric_columns]
-    # Core rows, not ORM ones: a third of the time for 100,000 rows
-    rows = s.connection().execute(query).all()
-    return pd.DataFrame({name: np.asarray(values) for name, values in
-                         zip(names, zip(*rows, strict=True), strict=True)} if rows
-                        else {name: [] for name in names})
+    # The driver's own tuples, not SQLAlchemy rows (every column here is a plain number or
+    # string), turned into columns in one NumPy pass: a 100,000-trial study's summary spends
+    # most of its time in this read.
+    rows = s.connection().execute(query).cursor.fetchall()
+    ids, strings = ("number", "workload_id", "config_id"), ("status", "evaluator", "fidelity")
+    table = np.array(rows, dtype=[*((n, "i8") for n in ids),
+                                  *((n, "O") for n in (*strings, *metric_columns))])
+    return pd.DataFrame({
+        **{n: table[n] for n in ids},
+        # plain objects: cheaper to filter and take from than Arrow strings, at this size
+        **{n: pd.Series(table[n], dtype=object) for n in strings},
+        **{n: table[n].astype(float) for n in metric_columns}})  # a missing value is NaN

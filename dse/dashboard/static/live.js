@@ -38,7 +38,8 @@ async function refresh(live) {
     if (plot.dataset.hash === state.figures[key]) continue;
     const url = live.dataset.figureUrl.replace("KEY", encodeURIComponent(key));
     const figure = await (await fetch(url, {cache: "no-store"})).json();
-    await Plotly.react(plot.querySelector(".plotly-graph-div"), figure.data, figure.layout);
+    await Plotly.react(plot.querySelector(".plotly-graph-div"), figure.data,
+                       dseLayout(figure.layout));
     plot.dataset.hash = state.figures[key];
   }
   return state.status;
