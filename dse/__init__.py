@@ -25,7 +25,7 @@ def load_trials(storage: str | None, study: str):  # noqa: ANN201 - pandas is im
     pandas DataFrame: one row per trial, parameters and metrics as columns."""
     from dse.storage.store import open_store
 
-    return open_store(storage, existing=True).load_trials(study)
+    return open_store(storage, read_only=True).load_trials(study)
 
 
 def __getattr__(name: str) -> Any:

@@ -51,8 +51,10 @@ def _refused(capsys, argv: list[str], message: str) -> None:
     (["studies", "--storage", ""], "storage is empty"),
     (["studies", "--storage", "mysql://me@127.0.0.1/test"], "no driver for 'mysql'"),
     (["studies", "--storage", "foo://bar"], "no driver for 'foo'"),
-    (["run", "x.yaml", "--trials", "0"], "argument --trials: must be at least 1, got 0"),
-    (["run", "x.yaml", "--workers", "-1"], "argument --workers: must be at least 1, got -1"),
+    (["run", "x.yaml", "--trials", "0"], "argument --trials: expected 1 to 100,000,000 trials a "
+     "workload, got 0"),
+    (["run", "x.yaml", "--workers", "-1"], "argument --workers: expected 1 to 4,096 workers, "
+     "got -1"),
     (["search", "--target", "xdna2", "--dtype", "int8-int8", "--shape", "64x64x64",
       "--k-mt", "-5"], "argument --k-mt: must be at least 1"),
     (["ascend", "sweep", "--points", "0"], "argument --points: must be at least 1"),
@@ -290,7 +292,7 @@ def test_a_workload_s_bar_closes_when_its_trials_are_done(tmp_path):
     # Its elapsed time and rate stop there, not when the whole study ends.
     import io
 
-    from dse.study.runner import run_study
+    from dse.study.runner import CHECKING, run_study
     from dse.study.spec import study_from_dict
     from tests.study_helpers import TWO_WORKLOADS
 
@@ -303,7 +305,8 @@ def test_a_workload_s_bar_closes_when_its_trials_are_done(tmp_path):
         bars(label, done, total, *rest)
 
     run_study(study_from_dict(TWO_WORKLOADS), str(tmp_path / "r.db"), progress=progress)
-    first, second = dict.fromkeys(label for label, _ in seen)
+    checking, first, second = dict.fromkeys(label for label, _ in seen)
+    assert checking == CHECKING and bars.finished(checking)  # before the first trial
     assert bars.finished(first) and bars.finished(second)
     # the second workload's updates all came after the first's bar was closed
     assert all(finished for label, finished in seen if label == second)

@@ -8,12 +8,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dse import load_trials
-from dse.core.errors import UsageError
+from dse.core.errors import InfrastructureError, UsageError
 from dse.storage import open_store
+from dse.study.pool import RayPool
 from dse.study.runner import run_study
 from tests.study_helpers import make_spec
 
@@ -128,3 +130,89 @@ def test_a_tls_cluster_is_only_checked_for_answering(monkeypatch):
     with server:
         _require_listening(f"127.0.0.1:{port}")
         thread.join(15)
+
+
+def test_a_killed_driver_leaves_no_ray_process_behind(tmp_path):
+    # Ray's agents outlive a driver killed with SIGKILL; the reaper ends them
+    from dse.study.reaper import descendants
+
+    study = tmp_path / "slow.yaml"
+    study.write_text("name: slow\ntarget: xdna2\nworkload: {shape: 512x512x512, dtype: "
+                     "int8-int8}\nevaluator: {name: synthetic, options: {work_s: 0.2}}\n"
+                     "sampler: random\nbudget: {trials: 400}\nworkers: 2\n")
+    driver = subprocess.Popen([sys.executable, "-m", "dse.cli", "run", str(study), "--storage",
+                               str(tmp_path / "r.db")], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not any("ray::" in _name(p) for p in descendants(driver.pid)):
+            assert time.monotonic() < deadline and driver.poll() is None
+            time.sleep(0.5)
+        time.sleep(3)  # the agents and the first tasks are up
+        started = {p: _name(p) for p in descendants(driver.pid)}
+    finally:
+        driver.kill()
+        driver.wait()
+    reaper = [p for p, name in started.items() if "dse.study.reaper" in name]
+    assert reaper, started
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_name(p) for p in started):
+        time.sleep(0.5)
+    assert not [name for p in started if (name := _name(p))]
+
+
+def _name(pid: int) -> str:
+    """The command line of a live process ('' once it has ended or is a zombie)."""
+    try:
+        path = Path(f"/proc/{pid}")
+        if (path / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return ""
+        return (path / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _dying(tmp_path: Path, die: str, name: str = "t", trials: int = 8) -> Any:
+    options = {"work_s": 0.01, "die": die, **({"marks": str(tmp_path)} if die == "once" else {})}
+    return make_spec(name, evaluator={"name": "synthetic", "options": options}, workers=2,
+                     budget={"trials": trials})
+
+
+def test_a_lost_worker_is_a_fault_tried_again_not_a_result(tmp_path):
+    storage = str(tmp_path / "r.db")
+    summary = run_study(_dying(tmp_path, "once"), storage)  # each batch kills its first worker
+    assert summary.status == "finished"
+    frame = load_trials(storage, "t")
+    assert len(frame) == 8 and set(frame["status"]) <= {"ok", "infeasible"}
+    faults = open_store(storage).faults("t")
+    assert len(faults) == summary.workloads[0].faults > 0
+    assert set(faults["kind"]) <= {"WorkerCrashedError", "RayTaskError", "ActorDiedError"}, \
+        faults["kind"]
+    assert faults["retried"].all() and (faults["attempt"] == 1).all()
+
+
+def test_a_worker_that_keeps_dying_stops_the_study_and_nothing_is_cached(tmp_path):
+    storage = str(tmp_path / "r.db")
+    with pytest.raises(InfrastructureError, match="lost the evaluation of .* 3 times"):
+        run_study(_dying(tmp_path, "always"), storage)
+    store = open_store(storage)
+    assert store.study_header("t")["status"] == "failed"
+    assert load_trials(storage, "t").empty  # no failure stored as the configs' result
+    faults = store.faults("t")
+    assert sorted(set(faults["attempt"])) == [1, 2, 3]
+    assert not faults[faults["attempt"] == 3]["retried"].any()
+    # the same configs, once the machinery is sound, are evaluated, not served a loss
+    again = run_study(_dying(tmp_path, "never", name="again"), storage)
+    assert again.workloads[0].evaluated == 8 and again.workloads[0].cached == 0
+
+
+def test_a_local_ray_starts_no_web_dashboard():
+    pool = RayPool(2)
+    try:
+        import ray
+
+        assert not ray._private.worker._global_node.address_info.get("webui_url")
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", 8265)) != 0
+    finally:
+        pool.close()

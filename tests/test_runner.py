@@ -21,7 +21,7 @@ from dse.storage.journal import SqlJournalBackend
 from dse.storage.store import now
 from dse.study import runner
 from dse.study.recorder import deferred_interrupts
-from dse.study.runner import run_study
+from dse.study.runner import CHECKING, run_study
 from tests.study_helpers import make_spec
 
 
@@ -203,7 +203,8 @@ def test_several_workloads(tmp_path):
     summary = run_study(spec, storage, progress=lambda label, done, total, *_: bars.update(
         {label: done}))
     assert [w.trials for w in summary.workloads] == [8, 8, 8, 8]
-    assert bars == {w.workload.label: 8 for w in summary.workloads}  # a bar per workload
+    assert bars == {CHECKING: 4,  # the spaces checked before the first trial, then
+                    **{w.workload.label: 8 for w in summary.workloads}}  # a bar per workload
     frame = load_trials(storage, "t")
     assert len(frame) == 32 and frame.groupby(["shape", "dtype"]).size().eq(8).all()
     assert len(best_trials(frame, top=1)) == 4

@@ -77,7 +77,8 @@ def test_studies_best_and_trials(ran, capsys, tmp_path):
     (["trials", "cli", "--sort", "speed"], "--sort: unknown column 'speed'"),
     (["trials", "cli", "--format", "parquet"], "give --out FILE"),
     (["best", "cli", "--top", "0"], "argument --top: must be at least 1, got 0"),
-    (["run", "x.yaml", "--trials", "-1"], "argument --trials: must be at least 1, got -1"),
+    (["run", "x.yaml", "--trials", "-1"],
+     "argument --trials: expected 1 to 100,000,000 trials a workload, got -1"),
 ])
 def test_query_errors_exit_2(ran, capsys, argv, message):
     _, storage, _ = ran

@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Check the evaluator named, open the store, run the command; errors as messages."""
     from dse.cli.common import open_store_of
-    from dse.core.errors import DseError
+    from dse.core.errors import DseError, InfrastructureError
     from dse.core.evaluator import EvaluatorError
 
     try:
@@ -86,6 +86,9 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
         args.store = open_store_of(args)
         args.open_store = functools.partial(open_store_of, args)  # for a deferred store
         return func(args)
+    except InfrastructureError as exc:  # not the input's fault: the cluster's
+        print(f"dse: error: {exc}", file=sys.stderr)
+        return 1
     except DseError as exc:
         print(f"dse: error: {exc}", file=sys.stderr)
         return 2

@@ -55,16 +55,17 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
 def open_store_of(args: argparse.Namespace, mode: str | None = None,
                   default: str | None = None) -> ResultStore | None:
     """The store a command's ``--storage`` names (else ``default``, else ./dse.db), opened as
-    ``mode`` (default: the command's ``store_mode``) says: ``existing`` refuses a database that
-    does not exist, ``create`` creates it; None for a command without one, or whose mode is
-    ``deferred`` (it calls this itself, with the mode it needs, once its input is checked)."""
+    ``mode`` (default: the command's ``store_mode``) says: ``read`` opens an existing one to
+    read only, ``existing`` refuses a database that does not exist, ``create`` creates it; None
+    for a command without one, or whose mode is ``deferred`` (it calls this itself, with the
+    mode it needs, once its input is checked)."""
     mode = mode or getattr(args, "store_mode", None)
-    if mode not in ("existing", "create"):
+    if mode not in ("read", "existing", "create"):
         return None
     from dse.storage.store import open_store
 
     storage = args.storage if args.storage is not None else default
-    return open_store(storage, existing=mode == "existing")
+    return open_store(storage, existing=mode == "existing", read_only=mode == "read")
 
 
 def storage_option(storage: str | None) -> str:

@@ -34,7 +34,9 @@ class ProgressBars:
             pick = max if direction == "maximize" else min
             self._best[workload] = pick(self._best.get(workload, best), best)
         bar.n = done
-        bar.set_postfix(best=f"{self._best.get(workload, float('nan')):.4g}", refresh=True)
+        if workload in self._best:
+            bar.set_postfix(best=f"{self._best[workload]:.4g}", refresh=False)
+        bar.refresh()
         if total and done >= total:
             bar.close()
             self._finished.add(workload)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dse.cli.common import open_store_of, storage_option
-from dse.core.commands import add_storage_option, positive_int
+from dse.core.commands import add_storage_option, limited_int, positive_int
 from dse.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -52,6 +52,9 @@ def param_columns(frame: pd.DataFrame) -> list[str]:
                     and frame[c].nunique() > 1]
 
 
+MANY_WORKLOADS = 50  # a study of more says why its first trial takes a while
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``dse run``: run or resume a study file; prints a summary per workload (and what
     ``--offline`` wrote); 130 when interrupted."""
@@ -66,6 +69,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dse.study.runner import run_study
 
     store = open_store_of(args, "create", default=spec.storage)
+    if len(spec.workloads) > MANY_WORKLOADS:  # seconds of checks before the first trial
+        print(f"dse: checking the spaces of {len(spec.workloads)} workloads before the first "
+              "trial", file=sys.stderr)
     progress = ProgressBars()
     previous = signal.signal(signal.SIGTERM, _interrupt)  # kill, docker stop, Slurm: as Ctrl-C
     try:
@@ -134,6 +140,9 @@ def _print_summary(summary: RunSummary, frame: pd.DataFrame) -> None:
         counts += [f"{w.infeasible} infeasible", f"{w.failed} failed"]
         if w.exported:
             counts.append(f"{w.exported} exported for the offline runner")
+        if w.faults:
+            counts.append(f"{w.faults} lost workers or nodes, their configs tried again "
+                          f"(`dse faults {summary.study}`)")
         print(f"\n{w.workload.label}: {w.trials} trials; {', '.join(counts)}")
         rows = best[(best["shape"] == w.workload.shape) & (best["dtype"] == w.workload.dtype.name)
                     & (best["b_layout"] == w.workload.b_layout)] if not best.empty else best
@@ -194,6 +203,22 @@ def cmd_best(args: argparse.Namespace) -> int:
                *dict.fromkeys([*objective_columns(frame), "tops", "latency_s", "bound",
                                "balance", "l1_bytes"])]
     print(table(best.to_dict("records"), columns))
+    return 0
+
+
+def cmd_faults(args: argparse.Namespace) -> int:
+    """``dse faults``: the losses of Ray workers or nodes a study met, oldest first (or JSON)."""
+    from dse.core.formatting import table
+
+    frame = args.store.faults(args.study)
+    if args.json:
+        print(frame.to_json(orient="records", date_format="iso", indent=2))
+    elif frame.empty:
+        print(f"study {args.study} met no fault of the machinery")
+    else:
+        frame["message"] = frame["message"].map(lambda text: text.splitlines()[0][:80]
+                                                if text else "")
+        print(table(frame.to_dict("records"), list(frame.columns)))
     return 0
 
 
@@ -267,9 +292,9 @@ def add_commands(sub: Any) -> None:
     run = sub.add_parser("run", help="run or resume a study file")
     run.add_argument("study", help="study file (YAML)")
     add_storage_option(run, "deferred", "the study file's, else ./dse.db")
-    run.add_argument("--workers", type=positive_int,
+    run.add_argument("--workers", type=limited_int("workers"),
                      help="parallel evaluations (Ray) for evaluators that are not vectorised")
-    run.add_argument("--trials", type=positive_int,
+    run.add_argument("--trials", type=limited_int("budget.trials"),
                      help="trials per workload (overrides budget.trials)")
     run.add_argument("--ray-address", help="existing Ray cluster to run evaluations on")
     run.add_argument("--offline", metavar="FILE.json",
@@ -291,6 +316,13 @@ def add_commands(sub: Any) -> None:
     best.add_argument("--json", action="store_true")
     best.set_defaults(func=cmd_best)
 
+    faults = sub.add_parser("faults", help="the Ray workers or nodes a study lost (each "
+                            "a fault, not a result: its configs were tried again)")
+    faults.add_argument("study")
+    add_storage_option(faults)
+    faults.add_argument("--json", action="store_true")
+    faults.set_defaults(func=cmd_faults)
+
     trials = sub.add_parser("trials", help="query a study's trials")
     trials.add_argument("study")
     add_storage_option(trials)
@@ -298,10 +330,10 @@ def add_commands(sub: Any) -> None:
     trials.add_argument("--sort", metavar="KEY",
                         help="column to sort by (--sort=-KEY or --desc for descending)")
     trials.add_argument("--desc", action="store_true", help="sort in descending order")
-    trials.add_argument("--limit", type=int, metavar="N",
+    trials.add_argument("--limit", type=limited_int("trials.limit"), metavar="N",
                         help="only N trials (default 50 with --offset): filtered, sorted and "
                              "paged in the database, fast on large studies")
-    trials.add_argument("--offset", type=int, default=0, metavar="N",
+    trials.add_argument("--offset", type=limited_int("trials.offset"), default=0, metavar="N",
                         help="skip the first N matching trials")
     trials.add_argument("--format", choices=FORMATS, default="table")
     trials.add_argument("--out", metavar="FILE", help="write to FILE instead of the terminal")

@@ -5,29 +5,51 @@ A group is a function ``add_commands(subparsers)`` that adds its parsers, each w
 reads results calls :func:`add_storage_option`: the ``dse`` command line then opens the store
 once, before the command runs, and passes it as ``args.store`` (a command whose store is
 ``deferred`` calls ``args.open_store("create")`` or ``args.open_store("existing")`` itself, once
-its own input is checked). Keep the module light (no NumPy at import): ``dse --help`` imports
-every group.
+its own input is checked); a command that only reads opens it ``read`` only. Keep the module
+light (no NumPy at import): ``dse --help`` imports every group.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 DEFAULT_STORAGE = "dse.db"
-STORE_MODES = ("existing", "create", "deferred")
+STORE_MODES = ("read", "existing", "create", "deferred")
+
+
+def whole_number(text: str) -> int:
+    """An integer written in ASCII digits (``int`` alone also reads other scripts' digits)."""
+    try:
+        if not text.strip().isascii():
+            raise ValueError
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
 
 
 def positive_int(text: str) -> int:
     """A count that must be at least 1 (trials, workers, configs to list, samples)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    value = whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def limited_int(key: str) -> Callable[[str], int]:
+    """An argparse type: an integer within the range :data:`dse.core.limits.NUMBERS` gives
+    ``key``."""
+    from dse.core.limits import out_of_range
+
+    def parse(text: str) -> int:
+        value = whole_number(text)
+        problem = out_of_range(key, value)
+        if problem:
+            raise argparse.ArgumentTypeError(f"{problem}, got {value:,}")
+        return value
+
+    return parse
 
 
 def name_values(items: Sequence[str] | None, option: str) -> dict[str, str]:
@@ -46,12 +68,13 @@ def name_values(items: Sequence[str] | None, option: str) -> dict[str, str]:
     return out
 
 
-def add_storage_option(parser: argparse.ArgumentParser, mode: str = "existing",
+def add_storage_option(parser: argparse.ArgumentParser, mode: str = "read",
                        help_default: str | None = None) -> None:
     """Add ``--storage`` to a command; the store is opened before the command runs.
 
-    ``mode``: ``existing`` (a command that reads: a database that does not exist, or holds no
-    dse tables, is refused rather than created), ``create`` (one that writes results) or
+    ``mode``: ``read`` (a command that only reads: a database that does not exist, or holds no
+    dse tables, is refused rather than created, and nothing is written to it), ``existing``
+    (one that adds to a database that must exist), ``create`` (one that writes results) or
     ``deferred`` (the command checks its own input first, then opens the store with
     ``args.open_store(mode)``)."""
     if mode not in STORE_MODES:

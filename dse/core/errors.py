@@ -15,6 +15,11 @@ class UsageError(DseError):
     """A name, value or option given by the user is not valid (CLI exit status 2)."""
 
 
+class InfrastructureError(DseError):
+    """The machinery an evaluation ran on kept failing (Ray workers or nodes lost, attempt after
+    attempt): not a property of the configs, so nothing of them is stored (CLI exit status 1)."""
+
+
 class TargetFileError(DseError):
     """A target description file is malformed; the message names the file, key and problem."""
 

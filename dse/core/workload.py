@@ -18,8 +18,10 @@ from dse.core.dtypes import DtypePair
 from dse.core.errors import UsageError
 
 B_LAYOUTS: tuple[str, ...] = ("col", "row")
-_SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
-_BATCHED = re.compile(r"^\s*([\d*/]+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+# ASCII digits only: \d alone also matches other scripts' digits, which int() then reads
+_SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$", re.ASCII)
+_BATCHED = re.compile(r"^\s*([\d*/]+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$",
+                      re.ASCII)
 
 
 class Workload(Protocol):

@@ -19,7 +19,7 @@ def serve(storage: ResultStore | str | None, host: str = "127.0.0.1", port: int 
     """Serve the dashboard of an existing results database until interrupted."""
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be 0 (any free port) to 65535, got {port}")
-    app = create_app(open_store(storage, existing=True), warm=True)
+    app = create_app(open_store(storage, read_only=True), warm=True)
     # bound here, not by Werkzeug, which would print its own message and exit on failure
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:

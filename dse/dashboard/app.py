@@ -49,7 +49,7 @@ def create_app(storage: ResultStore | str | None, warm: bool = False) -> Flask:
     ``warm``, a background thread summarises the most recently updated studies at once, so
     their first visit does not wait for it."""
     app = Flask(__name__)
-    store = open_store(storage)
+    store = open_store(storage, read_only=True)
     families()  # import every family's code now, not in the first page's time
     pages = _Pages(store, SummaryCache())
     if warm:

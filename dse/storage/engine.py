@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 from sqlalchemy import Engine, create_engine, event, inspect
@@ -31,13 +33,32 @@ def normalise_url(storage: str | None) -> str:
     try:
         make_url(storage)
     except ArgumentError as exc:
-        raise UsageError(f"storage URL {storage!r} is not valid: {exc}") from None
+        raise UsageError(f"storage URL {storage[:200]!r} is not valid: {exc}") from None
+    except ValueError:  # SQLAlchemy reads the port with int()
+        raise UsageError(f"storage URL {storage[:200]!r} is not valid: its port is not a "
+                         "number (postgresql://USER@HOST:PORT/DATABASE)") from None
     return storage
 
 
-def make_engine(url: str) -> Engine:
-    """An engine with the settings each backend needs for several writers; a URL whose driver
-    is not installed is a :class:`UsageError`."""
+def make_engine(url: str, read_only: bool = False) -> Engine:
+    """An engine with the settings each backend needs for several writers, or one that only
+    reads (``read_only``: it writes nothing, not even SQLite's journal mode, so a database
+    someone else wrote, in a folder this user cannot write, can still be read); a URL whose
+    driver is not installed is a :class:`UsageError`."""
+    parsed = make_url(url)
+    if read_only and parsed.drivername.startswith("sqlite") and parsed.database \
+            and not parsed.query and parsed.database != ":memory:":
+        uri = _read_only_uri(parsed.database)
+        return _engine("sqlite://", creator=lambda: sqlite3.connect(
+            uri, uri=True, timeout=60, check_same_thread=False))
+    if read_only and parsed.get_backend_name() == "postgresql":
+        engine = _engine(url, pool_pre_ping=True)
+
+        @event.listens_for(engine, "connect")
+        def _read_only(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+            dbapi_connection.read_only = True  # every transaction: PostgreSQL refuses writes
+
+        return engine
     if url.startswith("sqlite"):
         engine = _engine(url, connect_args={"timeout": 60})
 
@@ -52,6 +73,31 @@ def make_engine(url: str) -> Engine:
 
         return engine
     return _engine(url, pool_pre_ping=True)
+
+
+def _read_only_uri(path: str) -> str:
+    """The SQLite URI that reads ``path`` without writing: ``mode=ro``, or, where that cannot
+    open it (a WAL database whose shared-memory file this user cannot create, in a folder
+    they cannot write), ``immutable=1``, which reads the file as it is on disk."""
+    location = quote(str(Path(path).expanduser().resolve()))
+    uri = f"file:{location}?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as probe:
+            probe.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    except sqlite3.OperationalError as exc:
+        if "readonly" not in str(exc) and "unable to open" not in str(exc):
+            raise
+        uri = f"file:{location}?immutable=1"
+    except sqlite3.DatabaseError as exc:  # "malformed", "not a database"
+        raise UsageError(damaged(path, str(exc))) from None
+    return uri
+
+
+def damaged(where: str, problem: str) -> str:
+    """What to tell a user whose SQLite file is damaged."""
+    return (f"{where} is damaged ({problem[:300]}): dse writes nothing into it. Keep a copy, "
+            "then salvage what is readable with `sqlite3 FILE .recover | sqlite3 NEW.db`, or "
+            "use another file")
 
 
 def json_loads(text: str | bytes) -> Any:
@@ -99,7 +145,7 @@ def require_existing(storage: str | None) -> None:
             and not Path(url.database).exists():
         raise UsageError(f"--storage: no database at {url.database} (run a study first, or "
                          "name the file or URL that holds your studies)")
-    engine = _engine(url)  # not make_engine: its pragmas would write to a foreign file
+    engine = make_engine(url.render_as_string(hide_password=False), read_only=True)
     try:
         tables = inspect(engine).get_table_names()
     except SQLAlchemyError as exc:

@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class Base(DeclarativeBase):
@@ -150,4 +150,22 @@ class FidelityRow(Base):
     kendall: Mapped[float | None] = mapped_column(Float, nullable=True)
     top_k: Mapped[int] = mapped_column(Integer)
     top_k_overlap: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class FaultRow(Base):
+    """A fault of the machinery while a study ran (a lost Ray worker or node): never a result,
+    so nothing of it is cached; the evaluations it cost were done again or not stored
+    (schema version 3)."""
+
+    __tablename__ = "dse_faults"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("dse_studies.id"), index=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("dse_workloads.id"))
+    kind: Mapped[str] = mapped_column(String(100))  # the exception's class, WorkerCrashedError
+    message: Mapped[str] = mapped_column(Text)
+    attempt: Mapped[int] = mapped_column(Integer)  # of the batch of configs it cost
+    configs: Mapped[int] = mapped_column(Integer)  # how many configs that batch held
+    retried: Mapped[int] = mapped_column(Integer)  # 1: tried again; 0: the study stopped
+    host: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(DateTime)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from sqlalchemy import select
 
+from dse.core.registry import workload_from_dict
 from dse.storage import models as m
 from dse.storage.frames import (
     best_trials,
@@ -121,3 +122,20 @@ class StudyReads:
         """How well each ladder rung ranked the next one's configs, per workload."""
         with self._read(name) as (s, row):
             return fidelity_report(s, row)
+
+    def faults(self, name: str) -> pd.DataFrame:
+        """The study's faults of the machinery (lost workers or nodes), oldest first: when,
+        where, the workload, what Ray raised, the attempt, how many configs it cost and whether
+        they were tried again."""
+        f, w = m.FaultRow, m.WorkloadRow
+        with self._read(name) as (s, row):
+            rows = s.execute(select(f.created_at, f.host, w.body, f.kind, f.message, f.attempt,
+                                    f.configs, f.retried)
+                             .join(w, w.id == f.workload_id).where(f.study_id == row.id)
+                             .order_by(f.id)).all()
+        columns = ["created_at", "host", "workload", "kind", "message", "attempt", "configs",
+                   "retried"]
+        frame = pd.DataFrame([tuple(r) for r in rows], columns=columns)
+        frame["workload"] = [workload_from_dict(body).label for body in frame["workload"]]
+        frame["retried"] = frame["retried"].astype(bool)
+        return frame

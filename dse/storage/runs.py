@@ -75,6 +75,8 @@ class Window:
     lease_s: float
     host: str
     versions: dict[str, str] = field(default_factory=dict)
+    # faults of the machinery since the last window (dse_faults rows without study or time)
+    faults: list[dict[str, Any]] = field(default_factory=list)
 
 
 def evaluation_row(target_id: int, workload_id: int, config_id: int, by: Measured,
@@ -172,8 +174,8 @@ class RunWrites:
 
     def commit_window(self: ResultStore, window: Window) -> None:
         """Write a window in one transaction: its configs, its results not served from the
-        store (each evaluation once), its trials, the journal's pending lines, and the renewed
-        lease. On failure nothing is written (the journal's lines stay pending)."""
+        store (each evaluation once), its trials, its faults, the journal's pending lines, and
+        the renewed lease. On failure nothing is written (the journal's lines stay pending)."""
         created = now()
         trials = window.trials
         with self.session() as s:
@@ -204,6 +206,10 @@ class RunWrites:
                                                  t.evaluator.version, cid)],
                 "status": t.result.status.value, "cached": int(t.cached), "created_at": created}
                 for i, (t, cid) in enumerate(zip(trials, ids, strict=True))])
+            if window.faults:
+                s.execute(m.FaultRow.__table__.insert(), [
+                    {**fault, "study_id": window.study_id, "host": window.host,
+                     "created_at": created} for fault in window.faults])
             if window.journal is not None:
                 window.journal.write_pending(s)
             self.acquire(s, self.require_study(s, window.study), window.owner, window.lease_s)

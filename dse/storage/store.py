@@ -8,6 +8,7 @@ methods that take a session ``s`` are the building blocks those use.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -17,12 +18,18 @@ from typing import Any
 from sqlalchemy import Table, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import (
+    DatabaseError,
+    DBAPIError,
+    IntegrityError,
+    OperationalError,
+    ProgrammingError,
+)
 from sqlalchemy.orm import Session
 
 from dse.core.errors import DseError, UsageError
 from dse.storage import models as m
-from dse.storage.engine import make_engine, normalise_url, require_existing
+from dse.storage.engine import damaged, make_engine, normalise_url, require_existing
 from dse.storage.keys import canonical_key, config_key, now
 from dse.storage.reads import StudyReads
 from dse.storage.runs import RunWrites
@@ -40,18 +47,32 @@ class ResultStore(StudyReads, RunWrites):
             default ``./dse.db``.
         existing: refuse (:class:`UsageError`) a SQLite file that does not exist or a database
             without dse's tables, instead of creating them.
+        read_only: only read (implies ``existing``): nothing is written, not even SQLite's
+            journal mode or a schema migration, so results someone else produced can be read
+            from a file or folder this user cannot write.
+
+    A store opened for writing is checked first (SQLite's ``PRAGMA quick_check``; on
+    PostgreSQL, reading the schema version is the sanity read): a damaged file is refused
+    before anything is written into it.
 
     Raises:
-        StorageError: the database cannot be reached or was written by a newer schema.
+        StorageError: the database cannot be reached, is damaged or was written by a newer
+            schema.
     """
 
-    def __init__(self, storage: str | None = None, existing: bool = False) -> None:
-        if existing:  # a command that only reads creates no database at a mistyped path
+    def __init__(self, storage: str | None = None, existing: bool = False,
+                 read_only: bool = False) -> None:
+        if existing or read_only:  # a command that only reads creates no database by mistake
             require_existing(storage)
         self.url = normalise_url(storage)
-        self.engine = make_engine(self.url)
+        self.read_only = read_only
+        self.engine = make_engine(self.url, read_only=read_only)
         try:
-            self._migrate()
+            if read_only:
+                self._check_version()
+            else:
+                self._check_integrity()
+                self._migrate()
         except (OperationalError, DBAPIError) as exc:
             raise StorageError(f"cannot use storage {self.safe_url}: {exc.orig}") from None
 
@@ -75,6 +96,10 @@ class ResultStore(StudyReads, RunWrites):
                     f"{self.safe_url} stayed locked by another writer for 60 s; SQLite allows "
                     "one writer at a time: run one study per process, or use PostgreSQL for "
                     "many concurrent writers") from None
+            raise
+        except DatabaseError as exc:
+            if type(exc.orig) is sqlite3.DatabaseError:  # "malformed", "not a database"
+                raise StorageError(damaged(self.safe_url, str(exc.orig))) from None
             raise
 
     # -- schema -------------------------------------------------------------------------------
@@ -111,15 +136,35 @@ class ResultStore(StudyReads, RunWrites):
                     raise  # held too long, or another process kept creating the tables
                 time.sleep(min(0.1 * attempt, 1.0))
 
-    def _migrate(self) -> None:
-        with self.engine.connect():  # an unreachable database fails here, at once
-            pass
-        self._create_schema()
+    def _check_integrity(self) -> None:
+        """Refuse a SQLite file whose pages are damaged (about 1 s per 200 MB), before anything
+        is written into it."""
+        if self.dialect != "sqlite":
+            return
+        try:
+            with self.engine.connect() as conn:
+                problems = [row[0] for row in conn.exec_driver_sql("PRAGMA quick_check")]
+        except DatabaseError as exc:  # a header so damaged SQLite cannot read the schema
+            if type(exc.orig) is not sqlite3.DatabaseError:
+                raise
+            problems = [str(exc.orig)]
+        if problems != ["ok"]:
+            raise StorageError(damaged(self.safe_url, "; ".join(problems[:3])))
+
+    def _check_version(self) -> int:
+        """The database's schema version; a newer one than this dse knows is refused."""
         with self.session() as s:
             version = int(s.scalar(select(m.Meta.value).where(m.Meta.key == "schema_version")))
         if version > m.SCHEMA_VERSION:
             raise StorageError(f"{self.safe_url} has schema version {version}; this dse knows "
                                f"up to {m.SCHEMA_VERSION}: upgrade dse to use it")
+        return version
+
+    def _migrate(self) -> None:
+        with self.engine.connect():  # an unreachable database fails here, at once
+            pass
+        self._create_schema()
+        version = self._check_version()
         for target_version in range(version + 1, m.SCHEMA_VERSION + 1):
             MIGRATIONS[target_version](self)
             with self.session() as s:
@@ -287,11 +332,19 @@ def _add_fidelity_table(store: ResultStore) -> None:
     m.FidelityRow.__table__.create(store.engine, checkfirst=True)
 
 
+def _add_faults_table(store: ResultStore) -> None:
+    m.FaultRow.__table__.create(store.engine, checkfirst=True)
+
+
 # Migration to schema version N, applied in order to databases written by an older dse.
-MIGRATIONS: dict[int, Any] = {2: _add_fidelity_table}
+MIGRATIONS: dict[int, Any] = {2: _add_fidelity_table, 3: _add_faults_table}
 
 
-def open_store(storage: ResultStore | str | None, existing: bool = False) -> ResultStore:
+def open_store(storage: ResultStore | str | None, existing: bool = False,
+               read_only: bool = False) -> ResultStore:
     """``storage`` as a store: a store as it is, a URL or SQLite path opened (``existing``: a
-    database that does not exist or holds no dse tables is refused, not created)."""
-    return storage if isinstance(storage, ResultStore) else ResultStore(storage, existing)
+    database that does not exist or holds no dse tables is refused, not created;
+    ``read_only``: see :class:`ResultStore`)."""
+    return storage if isinstance(storage, ResultStore) else ResultStore(storage, existing,
+                                                                        read_only)
+

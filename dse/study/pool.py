@@ -2,7 +2,10 @@
 
 A pool evaluates batches of feasible configs (the runner checked them): an exception the
 evaluator declares fails its configs; a bug (:class:`EvaluatorError`) or a usage error raised
-while evaluating stops the study, wherever the evaluation ran.
+while evaluating stops the study, wherever the evaluation ran. A lost worker or node is neither:
+it is a fault of the machinery, recorded (:class:`Fault`) and tried again up to
+:data:`ATTEMPTS` times, then the study stops (:class:`InfrastructureError`) with nothing of those
+configs stored, so a later run evaluates them instead of being served the loss.
 """
 
 from __future__ import annotations
@@ -10,14 +13,36 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from dse.core.errors import DseError, UsageError
-from dse.core.evaluator import EvalContext, Evaluator, EvaluatorError, failed_results, run_feasible
+from dse.core.errors import DseError, InfrastructureError, UsageError
+from dse.core.evaluator import EvalContext, Evaluator, EvaluatorError, run_feasible
 from dse.core.params import ConfigBatch, batch_len, batch_take
 from dse.core.results import EvalResult
+from dse.study.reaper import Reaper, descendants
+
+ATTEMPTS = 3  # of a batch of configs whose worker or node was lost (Ray retries within each)
+MESSAGE_CHARS = 2000  # of a fault's message kept (Ray's can hold a whole log)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One loss of the machinery: what Ray raised, the attempt of the batch it cost, how many
+    configs that batch held and whether they are tried again."""
+
+    kind: str
+    message: str
+    attempt: int
+    configs: int
+    retried: bool
+
+    def row(self) -> dict[str, Any]:
+        """The fault as the store records it (study, workload, host and time added there)."""
+        return {"kind": self.kind, "message": self.message, "attempt": self.attempt,
+                "configs": self.configs, "retried": int(self.retried)}
 
 
 class Pool(Protocol):
@@ -28,6 +53,9 @@ class Pool(Protocol):
     def evaluate(self, evaluator: Evaluator, batch: ConfigBatch,
                  ctx: EvalContext) -> list[EvalResult]:
         """One result per config of ``batch``, in order."""
+
+    def take_faults(self) -> list[Fault]:
+        """The faults since the last call (the pool forgets them)."""
 
     def close(self) -> None:
         """Release the pool's workers."""
@@ -41,6 +69,9 @@ class InProcessPool:
     def evaluate(self, evaluator: Evaluator, batch: ConfigBatch,
                  ctx: EvalContext) -> list[EvalResult]:
         return run_feasible(evaluator, batch, ctx)
+
+    def take_faults(self) -> list[Fault]:
+        return []  # an exception here is the evaluator's own: a result or a bug
 
     def close(self) -> None:
         pass
@@ -130,6 +161,7 @@ class RayPool:
 
         self._ray = ray
         self._started = not ray.is_initialized()
+        self._reaper: Reaper | None = None
         # one run at a time per physical device: a Ray resource of 1 per device
         self._device = evaluator.device if evaluator is not None else None
         resources = {f"dse_device_{self._device}": 1} if self._device else None
@@ -148,34 +180,67 @@ class RayPool:
                 raise KeyboardInterrupt from None
             finally:  # Ray installs its own SIGTERM handler (an exit): the run's stays
                 _restore(handlers)
+            if not address:  # the local Ray started here ends with this process
+                self._reaper = Reaper()
+                self._reaper.watch(descendants(os.getpid()))
         self.workers = workers if address is None else int(ray.cluster_resources().get("CPU", 1))
-        self._task = ray.remote(num_cpus=1, resources=resources)(_remote_evaluate)
+        # Ray does not retry a lost task itself: each loss is a fault this pool records
+        self._task = ray.remote(num_cpus=1, resources=resources, max_retries=0)(_remote_evaluate)
         self._evaluator_ref: Any = None
         self._evaluator: Any = None
+        self._faults: list[Fault] = []
 
     def evaluate(self, evaluator: Evaluator, batch: ConfigBatch,
                  ctx: EvalContext) -> list[EvalResult]:
         if evaluator is not self._evaluator:  # ship the evaluator to the object store once
             self._evaluator, self._evaluator_ref = evaluator, self._ray.put(evaluator)
+            if self._reaper is not None:  # Ray's agents may have started since ray.init
+                self._reaper.watch(descendants(os.getpid()))
         ctx_ref = self._ray.put(ctx)
         n = batch_len(batch)
         chunks = [c for c in np.array_split(np.arange(n), min(n, 2 * self.workers)) if len(c)]
-        refs = [self._task.remote(self._evaluator_ref, batch_take(batch, c), ctx_ref)
-                for c in chunks]
+        refs = [self._submit(batch_take(batch, c), ctx_ref) for c in chunks]
         out: list[EvalResult] = []
         for chunk, ref in zip(chunks, refs, strict=True):
-            try:
-                results = self._ray.get(ref)
-            except Exception as exc:  # noqa: BLE001 - a lost worker fails its chunk only
-                results = failed_results(batch_take(batch, chunk), ctx, repr(exc))
+            results = self._get(ref, batch_take(batch, chunk), ctx_ref)
             if isinstance(results, BaseException):
                 raise results
             out.extend(results)
         return out
 
+    def _submit(self, batch: ConfigBatch, ctx_ref: Any) -> Any:
+        return self._task.remote(self._evaluator_ref, batch, ctx_ref)
+
+    def _get(self, ref: Any, batch: ConfigBatch, ctx_ref: Any) -> Any:
+        """A chunk's results (or the exception that stops the study); a lost worker or node is
+        recorded and the chunk submitted again, up to :data:`ATTEMPTS` times in all."""
+        attempt = 1
+        while True:
+            try:
+                return self._ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - whatever Ray raises, no config caused it
+                last = attempt == ATTEMPTS
+                self._faults.append(Fault(type(exc).__name__, str(exc)[:MESSAGE_CHARS],
+                                          attempt, batch_len(batch), not last))
+                if last:
+                    first_line = (str(exc).splitlines() or ["no message"])[0][:200]
+                    raise InfrastructureError(
+                        f"the Ray cluster lost the evaluation of {batch_len(batch)} configs "
+                        f"{ATTEMPTS} times ({type(exc).__name__}: {first_line}); nothing of "
+                        "them is stored: run the study again once the cluster is healthy "
+                        "(`dse faults STUDY` lists what was lost)") from None
+            attempt += 1
+            ref = self._submit(batch, ctx_ref)
+
+    def take_faults(self) -> list[Fault]:
+        faults, self._faults = self._faults, []
+        return faults
+
     def close(self) -> None:
         if self._started:
             self._ray.shutdown()
+        if self._reaper is not None:
+            self._reaper.release()
 
 
 def make_pool(evaluator: Evaluator, workers: int, address: str | None) -> Pool:

@@ -32,7 +32,7 @@ class WorkloadSummary:
     """A run's counts for one workload: its trials so far (earlier runs' included), and what this
     run evaluated, served from the store (results stored before it: by earlier runs or other
     studies), repeated (configs the sampler asked for again, answered by this run's own
-    result), found infeasible, failed or exported."""
+    result), found infeasible, failed or exported, and the faults of the machinery it met."""
 
     workload: Workload
     trials: int
@@ -42,6 +42,7 @@ class WorkloadSummary:
     infeasible: int = 0
     failed: int = 0
     exported: int = 0  # configs written for the offline runner (``--offline``)
+    faults: int = 0  # losses of a Ray worker or node, each tried again (or the run stopped)
 
 
 @dataclass

@@ -61,6 +61,7 @@ class Recorder:
         self.host, self.versions = host, versions
         self.commit_every, self.commit_interval_s = commit_every, commit_interval_s
         self._pending: list[PendingTrial] = []
+        self._faults: list[dict[str, Any]] = []  # of the machinery, written with the window
         # results seen by this run and config keys stored, per (workload, evaluator, version)
         self._results: dict[tuple[int, str, str, str], EvalResult] = {}
         self._stored_keys: dict[tuple[int, str, str], set[str]] = {}
@@ -102,6 +103,11 @@ class Recorder:
         if commit:
             self.maybe_flush()
 
+    def add_faults(self, workload_id: int, faults: list[dict[str, Any]]) -> None:
+        """Queue faults of the machinery met on a workload (see :class:`dse.study.pool.Fault`)
+        for the next window."""
+        self._faults.extend({**fault, "workload_id": workload_id} for fault in faults)
+
     def maybe_flush(self) -> None:
         """Write the window if it holds ``commit_every`` trials or is ``commit_interval_s``
         old. A sampler's study calls this after telling Optuna the results, so a window
@@ -115,18 +121,18 @@ class Recorder:
         and it all stays pending, so calling again (say after Ctrl-C) writes it whole; Ctrl-C
         or SIGTERM during the write takes effect once the window is written and marked so
         (between the two, writing it again would break the unique trial numbers)."""
-        if not self._pending and not self.journal.pending:
+        if not self._pending and not self.journal.pending and not self._faults:
             return
         with deferred_interrupts():
             self.store.commit_window(Window(
                 self.study, self.study_id, self.target_id, self.space, self.next_number,
                 self._pending, self.journal, self.owner, self.lease_s, self.host,
-                self.versions))
+                self.versions, self._faults))
             self.journal.mark_committed()
             for trial in self._pending:
                 ev = trial.evaluator
                 self._stored_keys.setdefault((trial.workload_id, ev.name, ev.version),
                                              set()).add(trial.key)
             self.next_number += len(self._pending)
-            self._pending = []
+            self._pending, self._faults = [], []
         self._last_commit = time.monotonic()

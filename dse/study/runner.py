@@ -25,7 +25,7 @@ import numpy as np
 import optuna
 
 import dse
-from dse.core.errors import UsageError
+from dse.core.errors import InfrastructureError, UsageError
 from dse.core.evaluator import EvalContext, Evaluator, EvaluatorError
 from dse.core.params import ConfigBatch, batch_take
 from dse.core.registry import build_evaluator, load_target, search_space_class
@@ -46,6 +46,7 @@ from dse.study.samplers import make_sampler
 from dse.study.spec import EXHAUSTIVE, StudySpec
 
 LEASE_S = 120.0
+CHECKING = "checking the workloads' spaces"  # the progress shown before the first trial
 
 
 @dataclass
@@ -92,12 +93,16 @@ class StudyRunner:
         # every workload's space is checked before the store is touched; an exhaustive study
         # (or a ladder) keeps its feasible configs for the run
         self._feasible: dict[Workload, ConfigBatch] = {}
-        for workload in spec.workloads:
+        for i, workload in enumerate(spec.workloads):
+            if progress is not None and len(spec.workloads) > 1:  # ~0.1 s each: say so
+                progress(CHECKING, i, len(spec.workloads), None, "maximize")
             ctx = self.context(workload)
             if spec.sampler.name == EXHAUSTIVE:
                 self._feasible[workload] = feasible_configs(ctx, spec)
             else:
                 _require_feasible(ctx, spec)
+        if progress is not None and len(spec.workloads) > 1:
+            progress(CHECKING, len(spec.workloads), len(spec.workloads), None, "maximize")
         claim = store.claim_study(spec.name, spec.identity(), self.target, self.owner, LEASE_S)
         self.claim = claim
         self.study_id = claim.study_id
@@ -179,8 +184,8 @@ class StudyRunner:
         except KeyboardInterrupt:
             status = "interrupted"
             self.recorder.flush()
-        except EvaluatorError:  # what finished before the bug is kept; the bug's batch is not
-            status = "failed"
+        except (EvaluatorError, InfrastructureError):  # what finished before is kept; the
+            status = "failed"  # batch that stopped the run is not (its faults are)
             self.recorder.flush()
             raise
         except BaseException:
@@ -308,7 +313,7 @@ class StudyRunner:
                     for hit, k in zip(cached, keys, strict=True)]
         run.seen.update(keys)
         fresh = np.array(list(todo.values()), dtype=np.int64)
-        results, by_rules = self._evaluate_new(ctx, batch, configs, fresh, refusals,
+        results, by_rules = self._evaluate_new(run, batch, configs, fresh, refusals,
                                                evaluator, pool)
         known.update(zip(todo, results, strict=True))
         measured = Measured.of(evaluator)
@@ -322,12 +327,13 @@ class StudyRunner:
         self._count(run, out, cached, repeated, len(todo), stage)
         return out
 
-    def _evaluate_new(self, ctx: EvalContext, batch: ConfigBatch,
+    def _evaluate_new(self, run: WorkloadRun, batch: ConfigBatch,
                       configs: Sequence[Mapping[str, Any]], fresh: np.ndarray,
                       refusals: _Refusals | None, evaluator: Evaluator,
                       pool: Pool) -> tuple[list[EvalResult], list[bool]]:
         """Results of the configs at ``fresh`` (none evaluated before), and whether only the
         study's own rules refused each: refused ones are explained, the rest evaluated."""
+        ctx = run.ctx
         out: list[EvalResult | None] = [None] * len(fresh)
         by_rules = [False] * len(fresh)
         if refusals is not None:
@@ -339,9 +345,18 @@ class StudyRunner:
         runnable = [j for j, r in enumerate(out) if r is None]
         if runnable:
             sub = batch_take(batch, fresh[runnable])
-            for j, result in zip(runnable, pool.evaluate(evaluator, sub, ctx), strict=True):
+            try:
+                results = pool.evaluate(evaluator, sub, ctx)
+            finally:  # recorded even when they stop the run
+                self._record_faults(run, pool)
+            for j, result in zip(runnable, results, strict=True):
                 out[j] = result
         return [r for r in out if r is not None], by_rules
+
+    def _record_faults(self, run: WorkloadRun, pool: Pool) -> None:
+        faults = pool.take_faults()
+        run.summary.faults += len(faults)
+        self.recorder.add_faults(run.workload_id, [f.row() for f in faults])
 
     def _count(self, run: WorkloadRun, results: list[EvalResult], cached: list[bool],
                repeated: list[bool], evaluated: int, stage: Stage | None) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import optuna
 
+from dse.core import limits
 from dse.core.errors import UsageError
 from dse.core.registry import load
 from dse.study.spec import StudySpec
@@ -27,9 +28,15 @@ def make_sampler(spec: StudySpec, batch_size: int,
     seed = spec.seed if not trials_before else int(
         np.random.SeedSequence([spec.seed, trials_before]).generate_state(1)[0])
     factory = load("sampler", spec.sampler.name)
+    for key, value in spec.sampler.options.items():
+        problem = limits.out_of_range(f"sampler.{key}", value) \
+            if f"sampler.{key}" in limits.NUMBERS else None
+        if problem:
+            raise UsageError(f"sampler {spec.sampler.name!r}: option {key}: "
+                             f"{limits.shown(value)} is not valid; {problem}")
     try:
         return factory(seed, batch_size, dict(spec.sampler.options))
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise UsageError(f"sampler {spec.sampler.name!r}: {exc}") from None
 
 

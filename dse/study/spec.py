@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from dse.core import limits
 from dse.core.errors import UsageError, read_text
 from dse.core.params import IntParam
 from dse.core.registry import (
@@ -147,8 +148,16 @@ class _Reader:
         self.source = source
 
     def fail(self, key: str, value: Any, allowed: str) -> StudyFileError:
-        shown = "missing" if value is _MISSING else repr(value)
+        shown = "missing" if value is _MISSING else limits.shown(value)
         return StudyFileError(f"{self.source}: key '{key}': {shown} is not valid; {allowed}")
+
+    def limited(self, value: Any, key: str, limit: str | None = None) -> Any:
+        """``value`` if it lies in the range :data:`dse.core.limits.NUMBERS` gives ``limit``
+        (default: ``key``), else a :class:`StudyFileError`."""
+        problem = limits.out_of_range(limit or key, value)
+        if problem:
+            raise self.fail(key, value, problem)
+        return value
 
     def mapping(self, value: Any, key: str, allowed_keys: tuple[str, ...]) -> dict[str, Any]:
         if not isinstance(value, Mapping):
@@ -160,19 +169,27 @@ class _Reader:
                                      f"{', '.join(allowed_keys)}")
         return dict(value)
 
-    def integer(self, value: Any, key: str, minimum: int) -> int:
+    def integer(self, value: Any, key: str, minimum: int, limit: str | None = None) -> int:
+        """A whole number >= ``minimum``, within its range in the limit table (``limit``, by
+        default ``key``, when the table has it)."""
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise self.fail(key, value, f"expected an integer >= {minimum}")
+        if (limit or key) in limits.NUMBERS:
+            self.limited(value, key, limit)
         return value
 
     def number(self, value: Any, key: str) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise self.fail(key, value, "expected a positive number")
+        if key in limits.NUMBERS:
+            self.limited(value, key)
         return float(value)
 
     def text(self, value: Any, key: str) -> str:
         if not isinstance(value, str) or not value.strip():
             raise self.fail(key, value, "expected a non-empty string")
+        if len(value) > limits.TEXT_CHARS:
+            raise self.fail(key, value, f"at most {limits.TEXT_CHARS:,} characters")
         return value
 
     def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
@@ -190,7 +207,30 @@ _MISSING = object()
 
 class _StrictLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing a key given twice in one mapping (YAML keeps the last one,
-    so a study file's earlier setting would be dropped without a word)."""
+    so a study file's earlier setting would be dropped without a word), nesting deeper than
+    :data:`~dse.core.limits.YAML_DEPTH` (the composer recurses: Python's stack would
+    overflow) and more than :data:`~dse.core.limits.YAML_ALIASES` aliases."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = self._aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > limits.YAML_ALIASES:
+                raise yaml.composer.ComposerError(
+                    None, None, f"more than {limits.YAML_ALIASES} aliases (*name)",
+                    self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            if self._depth > limits.YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"lists and mappings nested more than {limits.YAML_DEPTH} "
+                    "deep", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -211,11 +251,34 @@ def load_study(path: str | Path) -> StudySpec:
     path = Path(path)
     if not path.is_file():
         raise StudyFileError(f"study file {str(path)!r} does not exist")
+    loader = _StrictLoader(read_text(path, "study file"))  # a SafeLoader
     try:
-        raw = yaml.load(read_text(path, "study file"), Loader=_StrictLoader)  # a SafeLoader
+        node = loader.get_single_node()
+        if node is not None and _expanded_size(node, {}) > EXPANDED_NODES:
+            raise StudyFileError(f"{path}: its aliases expand to more than {EXPANDED_NODES:,} "
+                                 "values (an alias bomb?); write the values out")
+        raw = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         raise StudyFileError(f"{path}: not valid YAML: {exc}") from None
+    finally:
+        loader.dispose()
     return study_from_dict(raw, str(path))
+
+
+EXPANDED_NODES = 100_000  # values of a study file with its aliases written out
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many values ``node`` holds with every alias written out (each shared node counted
+    once per use, computed once)."""
+    if id(node) not in sizes:
+        sizes[id(node)] = 1  # a node that (through an alias) holds itself counts once
+        children = [] if isinstance(node, yaml.ScalarNode) else (
+            [v for pair in node.value for v in pair] if isinstance(node, yaml.MappingNode)
+            else node.value)
+        sizes[id(node)] = min(1 + sum(_expanded_size(c, sizes) for c in children),
+                              EXPANDED_NODES + 1)
+    return sizes[id(node)]
 
 
 def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
@@ -223,6 +286,8 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
     r = _Reader(source)
     data = r.mapping(raw, "", TOP_KEYS)
     name = r.text(data.get("name", _MISSING), "name")
+    if limits.name_problem(name):
+        raise r.fail("name", name, limits.name_problem(name))
     target_name = r.text(data.get("target", _MISSING), "target")
     try:
         target = load_target(_resolve_path(target_name, source))
@@ -308,11 +373,13 @@ def _ladder(r: _Reader, raw: Any, target: Any, params: tuple[str, ...]) -> tuple
             raise r.fail(f"{key}.per_group", data.get("per_group", _MISSING),
                          "give group_by and per_group together")
         rungs.append(Rung(
-            evaluator=plugin, keep=None if keep is None else r.integer(keep, f"{key}.keep", 1),
+            evaluator=plugin, keep=None if keep is None else r.integer(keep, f"{key}.keep", 1,
+                                                                "ladder.keep"),
             select=r.choice(data.get("select", "top"), f"{key}.select", SELECTIONS),
-            trials=r.integer(budget["trials"], f"{key}.budget.trials", 1)
+            trials=r.integer(budget["trials"], f"{key}.budget.trials", 1,
+                             "ladder.budget.trials")
             if "trials" in budget else None, group_by=group_by,
-            per_group=r.integer(data["per_group"], f"{key}.per_group", 1)
+            per_group=r.integer(data["per_group"], f"{key}.per_group", 1, "ladder.per_group")
             if group_by else None))
     return tuple(rungs)
 
@@ -345,6 +412,9 @@ def _workloads(r: _Reader, data: dict[str, Any], target: Target) -> tuple[Worklo
                  for combo in itertools.product(*(lists[k] for k in keys))]
     if not items:
         raise StudyFileError(f"{r.source}: key 'workloads': the list is empty")
+    if len(items) > limits.WORKLOADS:
+        raise StudyFileError(f"{r.source}: key 'workloads': {len(items):,} workloads; a study "
+                             f"holds at most {limits.WORKLOADS:,} (split it into studies)")
     kind = workload_class(search_space_class(target.space).workload_kind)
     out = []
     for item, key in items:

@@ -21,7 +21,8 @@ from dse.core.workload import MAX_DIMENSION
 
 SPARSITY: tuple[str, ...] = ("dense", "2:4")
 MAX_TERMS = 64  # a mix is a handful of layer shapes, not a trace
-_TERM = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*(?:\*\s*(\d+)\s*)?$")
+_TERM = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*(?:\*\s*(\d+)\s*)?$",
+                   re.ASCII)  # ASCII digits: \d alone takes any script's
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,230 @@
+"""Hostile-but-fair input: values past the limit table, YAML built to exhaust the parser or the
+memory, damaged and read-only databases. Each is refused with a message and exit status 2
+(never a traceback), or read without writing, and nothing stored changes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from dse.cli import main
+from dse.core import limits
+
+SMALL = """
+name: {name}
+target: xdna2
+workload: {{shape: {shape}, dtype: int8-int8}}
+sampler: {sampler}
+budget: {{trials: {trials}}}
+"""
+
+
+def _study(tmp_path: Path, extra: str = "", **fields: object) -> Path:
+    values = {"name": "h", "shape": "512x512x512", "sampler": "random", "trials": 4, **fields}
+    path = tmp_path / "study.yaml"
+    path.write_text(textwrap.dedent(SMALL.format(**values)) + extra)
+    return path
+
+
+def _refused(capsys, argv: list[str], message: str) -> str:
+    """Run ``argv``: exit status 2, ``message`` in a short error, no traceback."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert "Traceback" not in err and len(err.splitlines()) <= 6, err
+    return err
+
+
+def _digest(path: str) -> str:
+    """A digest of every dse table's rows (what a refused command must leave unchanged)."""
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'dse_%' "
+            "ORDER BY name")]
+        text = repr([(t, conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall())
+                     for t in tables])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.fixture
+def stored(tmp_path, capsys):
+    """A SQLite file holding one finished study: its path."""
+    storage = str(tmp_path / "kept.db")
+    assert main(["run", str(_study(tmp_path, name="kept")), "--storage", storage]) == 0
+    capsys.readouterr()
+    return storage
+
+
+@pytest.mark.parametrize(("fields", "extra", "message"), [
+    ({}, "seed: 18446744073709551616\n", "key 'seed': 18446744073709551616 is not valid; "
+     "expected 0 to 4,294,967,295"),
+    ({}, "workers: 1000000000000000000000000000000\n", "key 'workers'"),
+    ({}, "batch_size: 1000000000\n", "key 'batch_size': 1000000000 is not valid; expected 1 "
+     "to 100,000 configs a round"),
+    ({"trials": 2**63}, "", "key 'budget.trials': 9223372036854775808 is not valid"),
+    ({"sampler": "{name: tpe, options: {n_startup_trials: -1}}"}, "",
+     "sampler 'tpe': option n_startup_trials: -1 is not valid; expected 0 to"),
+    ({"sampler": "{name: cmaes, options: {sigma0: -1}}"}, "",
+     "sampler 'cmaes': option sigma0: -1 is not valid"),
+    ({"shape": "\u0665\u0661\u0662x512x512"}, "", "is not of the form MxKxN"),
+    ({"name": '"a\\0b"'}, "", "may not hold the control character U+0000"),
+    ({"name": "../../etc/passwd"}, "", "may not hold '/'"),
+    ({"name": "x" * 100_000}, "", "at most 10,000 characters"),
+    ({"name": "x" * (limits.NAME_CHARS + 1)}, "", "holds at most 200 characters, not 201"),
+    ({}, "evaluator: {name: synthetic, options: {work_s: 1.0e+308}}\n",
+     "evaluator 'synthetic': work_s: 1e+308 is not valid; expected 0 to 3,600 seconds"),
+], ids=["seed", "workers", "batch", "trials", "tpe", "cmaes", "digits", "nul", "path", "long",
+        "column", "work"])
+def test_values_past_the_limit_table_are_refused(tmp_path, capsys, stored, fields, extra,
+                                                 message):
+    before = _digest(stored)
+    _refused(capsys, ["run", str(_study(tmp_path, extra, **fields)), "--storage", stored],
+             message)
+    assert _digest(stored) == before
+
+
+@pytest.mark.parametrize("opening", ["[", "{a: "])
+def test_yaml_nested_past_the_depth_limit_is_refused(tmp_path, capsys, opening):
+    closing = "]" if opening == "[" else "}"
+    path = _study(tmp_path, f"deep: {opening * 1200}1{closing * 1200}\n")
+    _refused(capsys, ["run", str(path), "--storage", str(tmp_path / "r.db")],
+             f"nested more than {limits.YAML_DEPTH} deep")
+
+
+def test_an_alias_bomb_is_refused_before_it_is_expanded(tmp_path, capsys):
+    lines = ['  a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    path = tmp_path / "bomb.yaml"
+    path.write_text("defs:\n" + "\n".join(lines) + "\n"
+                    + SMALL.format(name="*a9", shape="512x512x512", sampler="random",
+                                   trials=4))
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        _refused(capsys, ["run", str(path), "--storage", str(tmp_path / "r.db")],
+                 "aliases expand to more than 100,000 values")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - start < 10 and peak < 50e6  # 9**9 "lol"s were never built
+
+
+def test_a_grid_of_too_many_workloads_is_refused(tmp_path, capsys):
+    shapes = ", ".join(f"{64 * i}x512x512" for i in range(1, 252))
+    path = tmp_path / "grid.yaml"
+    path.write_text(f"name: g\ntarget: xdna2\nworkloads: {{grid: {{shape: [{shapes}], dtype: "
+                    "[int8-int8, int8-int16, bf16-bf16, int8-int32]}}\nbudget: {trials: 2}\n")
+    _refused(capsys, ["run", str(path), "--storage", str(tmp_path / "r.db")],
+             "1,004 workloads; a study holds at most 1,000")
+
+
+def test_many_workloads_say_what_runs_before_the_first_trial(tmp_path, capsys):
+    shapes = ", ".join(f"{64 * i}x512x512" for i in range(1, 27))
+    path = tmp_path / "grid.yaml"
+    path.write_text(f"name: g\ntarget: xdna2\nworkloads: {{grid: {{shape: [{shapes}], dtype: "
+                    "[int8-int8, int8-int16]}}\nbudget: {trials: 1}\n")
+    assert main(["run", str(path), "--storage", str(tmp_path / "r.db")]) == 0
+    assert "checking the spaces of 52 workloads before the first trial" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url", ["foo://::::", "postgresql://postgres@127.0.0.1:abc/db"])
+def test_a_storage_url_with_a_bad_port_is_refused(capsys, url):
+    _refused(capsys, ["studies", "--storage", url], "its port is not a number")
+
+
+def test_cli_numbers_take_ascii_digits_within_the_limits(capsys):
+    _refused(capsys, ["run", "x.yaml", "--trials", "\u0665"], "is not an integer")
+    _refused(capsys, ["trials", "s", "--limit", "10000000"], "expected 1 to 1,000,000 rows")
+
+
+def _zero_pages(path: str, first: int, count: int) -> None:
+    """Overwrite ``count`` pages of a SQLite file from page ``first`` with zeros."""
+    size = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+    with open(path, "r+b") as handle:
+        handle.seek(first * size)
+        handle.write(b"\0" * size * count)
+
+
+def _checkpointed(storage: str) -> None:
+    """Move the WAL's pages into the file (as closing the last connection does)."""
+    with sqlite3.connect(storage) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def test_a_damaged_file_is_refused_and_left_as_it_was(stored, tmp_path, capsys):
+    _checkpointed(stored)
+    pages = os.path.getsize(stored) // 4096
+    _zero_pages(stored, pages // 2, 3)
+    before = Path(stored).read_bytes()
+    _refused(capsys, ["run", str(_study(tmp_path, name="new")), "--storage", stored],
+             "is damaged")
+    err = _refused(capsys, ["run", str(_study(tmp_path, name="kept")), "--storage", stored],
+                   "dse writes nothing into it")
+    assert ".recover" in err
+    assert Path(stored).read_bytes() == before
+
+
+def test_random_bytes_in_the_middle_are_found_by_the_check(stored, tmp_path, capsys):
+    _checkpointed(stored)
+    data = bytearray(Path(stored).read_bytes())
+    middle = len(data) // 2 // 4096 * 4096
+    data[middle:middle + 2000] = os.urandom(2000)
+    Path(stored).write_bytes(bytes(data))
+    _refused(capsys, ["run", str(_study(tmp_path, name="new")), "--storage", stored],
+             "is damaged")
+
+
+def test_reading_a_damaged_file_says_so(stored, capsys):
+    _checkpointed(stored)
+    _zero_pages(stored, 1, os.path.getsize(stored) // 4096 - 1)  # all but the header page
+    assert main(["best", "kept", "--storage", stored]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and ("is damaged" in err or "cannot read" in err), err
+
+
+def _as_nobody(argv: list[str]) -> subprocess.CompletedProcess:
+    """``dse ARGV`` run as the user nobody (as root, permissions would not apply)."""
+    prefix = [] if os.geteuid() else ["setpriv", "--reuid=65534", "--regid=65534",
+                                      "--clear-groups"]
+    return subprocess.run([*prefix, sys.executable, "-m", "dse.cli", *argv], capture_output=True,
+                          text=True, timeout=120, cwd="/",
+                          env={**os.environ, "HOME": "/tmp", "PYTHONPATH": str(Path.cwd())})
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not shutil.which("setpriv"),
+                    reason="as root the test needs setpriv to read as another user")
+def test_a_database_in_a_folder_one_cannot_write_is_read(stored):
+    _checkpointed(stored)
+    # outside pytest's own folders, which only their owner may enter
+    outer = Path(tempfile.mkdtemp(prefix="dse-theirs-"))
+    folder = outer / "theirs"
+    folder.mkdir()
+    copy = folder / "results.db"
+    shutil.copy(stored, copy)
+    for path, mode in ((outer, 0o755), (folder, 0o555), (copy, 0o444)):
+        path.chmod(mode)
+    before = copy.read_bytes()
+    try:
+        for command in (["studies"], ["best", "kept"], ["trials", "kept", "--limit", "2"],
+                        ["faults", "kept"]):
+            done = _as_nobody([*command, "--storage", str(copy)])
+            assert done.returncode == 0, done.stderr
+            assert "Traceback" not in done.stderr
+        assert "kept" in _as_nobody(["studies", "--storage", str(copy)]).stdout
+        assert sorted(p.name for p in folder.iterdir()) == ["results.db"]  # no -wal, -shm
+        assert copy.read_bytes() == before
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(outer)
