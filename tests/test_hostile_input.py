@@ -78,7 +78,7 @@ def stored(tmp_path, capsys):
     ({"sampler": "{name: cmaes, options: {sigma0: -1}}"}, "",
      "sampler 'cmaes': option sigma0: -1 is not valid"),
     ({"shape": "\u0665\u0661\u0662x512x512"}, "", "is not of the form MxKxN"),
-    ({"name": '"a\\0b"'}, "", "may not hold the control character U+0000"),
+    ({"name": '"a\\0b"'}, "", "a NUL character (\\0) is not allowed"),
     ({"name": "../../etc/passwd"}, "", "may not hold '/'"),
     ({"name": "x" * 100_000}, "", "at most 10,000 characters"),
     ({"name": "x" * (limits.NAME_CHARS + 1)}, "", "holds at most 200 characters, not 201"),
@@ -92,6 +92,23 @@ def test_values_past_the_limit_table_are_refused(tmp_path, capsys, stored, field
     _refused(capsys, ["run", str(_study(tmp_path, extra, **fields)), "--storage", stored],
              message)
     assert _digest(stored) == before
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("n" * 201, "holds at most 200 characters"), ('"a\\0b"', "a NUL character")])
+def test_names_a_column_cannot_hold_are_refused_on_each_backend(tmp_path, capsys, storage_url,
+                                                                name, message):
+    # PostgreSQL answered these with StringDataRightTruncation and a NUL ValueError
+    _refused(capsys, ["run", str(_study(tmp_path, name=name)), "--storage", storage_url],
+             message)
+    assert main(["studies", "--storage", storage_url]) in (0, 2)  # nothing half-created
+    assert name.strip('"') not in capsys.readouterr().out
+
+
+def test_a_nul_in_any_text_of_a_study_file_is_refused(tmp_path, capsys):
+    path = _study(tmp_path, 'space: {constraints: ["dma_bound\\0"]}\n')
+    _refused(capsys, ["run", str(path), "--storage", str(tmp_path / "r.db")],
+             "a NUL character")
 
 
 @pytest.mark.parametrize("opening", ["[", "{a: "])

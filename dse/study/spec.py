@@ -190,6 +190,8 @@ class _Reader:
             raise self.fail(key, value, "expected a non-empty string")
         if len(value) > limits.TEXT_CHARS:
             raise self.fail(key, value, f"at most {limits.TEXT_CHARS:,} characters")
+        if "\0" in value:  # PostgreSQL's text holds no NUL; no name or path has one
+            raise self.fail(key, value, "a NUL character (\\0) is not allowed")
         return value
 
     def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
