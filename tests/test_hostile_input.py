@@ -245,3 +245,11 @@ def test_a_database_in_a_folder_one_cannot_write_is_read(stored):
     finally:
         folder.chmod(0o755)
         shutil.rmtree(outer)
+
+
+def test_a_target_that_is_not_a_readable_file_is_refused(tmp_path, capsys):
+    path = tmp_path / "mem.yaml"
+    path.write_text(SMALL.format(name="m", shape="512x512x512", sampler="random", trials=2)
+                    .replace("target: xdna2", "target: /proc/self/mem"))
+    _refused(capsys, ["run", str(path), "--storage", str(tmp_path / "r.db")],
+             "target file /proc/self/mem: cannot be read")
