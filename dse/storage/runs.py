@@ -195,10 +195,10 @@ class RunWrites:
                                                 t.evaluator.version) for t in trials}:
                 wanted = [cid for t, cid in zip(trials, ids, strict=True)
                           if (t.workload_id, t.evaluator.name) == (workload_id, name)]
-                stored = self.find_evaluations(s, window.target_id, workload_id, wanted, name,
-                                               version)
-                evaluation_ids.update({(workload_id, name, version, cid): row.id
-                                       for cid, row in stored.items()})
+                stored = self.evaluation_ids(s, window.target_id, workload_id, wanted, name,
+                                             version)
+                evaluation_ids.update({(workload_id, name, version, cid): eid
+                                       for cid, eid in stored.items()})
             self.add_trials(s, [{
                 "study_id": window.study_id, "number": window.next_number + i,
                 "workload_id": t.workload_id, "config_id": cid,

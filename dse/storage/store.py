@@ -231,6 +231,19 @@ class ResultStore(StudyReads, RunWrites):
             found.update({row.config_id: row for row in rows})
         return found
 
+    def evaluation_ids(self, s: Session, target_id: int, workload_id: int,
+                       config_ids: Sequence[int], evaluator: str, version: str) -> dict[int, int]:
+        """The ids of these configs' stored evaluations by this evaluator version, by config
+        id (no row loaded: a window of thousands of trials needs only their ids)."""
+        found: dict[int, int] = {}
+        unique = list(dict.fromkeys(config_ids))
+        e = m.EvaluationRow
+        for start in range(0, len(unique), 500):
+            found.update(s.execute(select(e.config_id, e.id).where(
+                *self._identity(target_id, workload_id, evaluator, version),
+                e.config_id.in_(unique[start:start + 500]))).all())
+        return found
+
     def find_evaluations_by_key(self, s: Session, target_id: int, workload_id: int,
                                 keys: Sequence[str], evaluator: str, version: str,
                                 ) -> dict[str, m.EvaluationRow]:
