@@ -101,7 +101,7 @@ def test_trials_command_pages_in_sql(study, capsys):
     assert [r["number"] for r in json.loads(out.out)] == list(expected["number"])
     assert f"trials 3-7 of {total} matching" in out.err
     assert main([*args, "--limit", "0"]) == 2
-    assert "limit 1 to 2147483647" in capsys.readouterr().err
+    assert "--limit: expected 1 to 1,000,000 rows, got 0" in capsys.readouterr().err
 
 
 def test_trials_table_shows_missing_values_one_way_and_cuts_long_reasons(study, capfd):

@@ -14,10 +14,19 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
+from typing import NoReturn
 
 # dse's own command groups, in the order ``dse --help`` lists them
 GROUPS = ("dse.cli.problem", "dse.cli.studies", "dse.cli.analysis", "dse.cli.offline",
           "dse.cli.dashboard")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (its subcommands' too), its error messages cut short: they quote what
+    was given, which may be 100,000 characters long."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(message if len(message) <= 500 else message[:497] + "...")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     from dse.core.errors import DseError
     from dse.core.registry import load, registered
 
-    parser = argparse.ArgumentParser(prog="dse", description="GEMM design-space exploration")
+    parser = _Parser(prog="dse", description="GEMM design-space exploration")
     sub = parser.add_subparsers(dest="command", required=True)
     for group in GROUPS:
         import_module(group).add_commands(sub)

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from dse.core.commands import add_storage_option, positive_int
+from dse.core.commands import add_storage_option, positive_int, study_name
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
@@ -98,14 +98,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 def add_commands(sub: Any) -> None:
     """``dse fidelity``, ``dse calibrate``, ``dse balance`` and ``dse report``."""
     fidelity = sub.add_parser("fidelity", help="how well each ladder rung ranked the next one")
-    fidelity.add_argument("study")
+    fidelity.add_argument("study", type=study_name)
     add_storage_option(fidelity)
     fidelity.add_argument("--json", action="store_true")
     fidelity.set_defaults(func=cmd_fidelity)
 
     cal = sub.add_parser("calibrate", help="refit a model's coefficients to a study's "
                          "measurements and write a new target file")
-    cal.add_argument("study")
+    cal.add_argument("study", type=study_name)
     add_storage_option(cal)
     cal.add_argument("--evaluator", default="analytical", help="the model to refit")
     cal.add_argument("--against", required=True, help="the evaluator whose results are truth")
@@ -115,7 +115,7 @@ def add_commands(sub: Any) -> None:
 
     bal = sub.add_parser("balance", help="the balance point of a study's workloads, the paper's "
                          "path to it, and what-if sensitivity")
-    bal.add_argument("study")
+    bal.add_argument("study", type=study_name)
     add_storage_option(bal)
     bal.add_argument("--workload", help="one workload: MxKxN or 'MxKxN dtype'")
     bal.add_argument("--top", type=positive_int, default=10, help="model's best configs to list")
@@ -123,7 +123,7 @@ def add_commands(sub: Any) -> None:
     bal.set_defaults(func=cmd_balance)
 
     rep = sub.add_parser("report", help="one self-contained HTML file with a study's plots")
-    rep.add_argument("study")
+    rep.add_argument("study", type=study_name)
     add_storage_option(rep)
     rep.add_argument("--out", required=True, metavar="report.html")
     rep.set_defaults(func=cmd_report)

@@ -9,7 +9,7 @@ from typing import Any
 
 from dse.cli.common import add_backend_options, backend_options, open_store_of, storage_option
 from dse.cli.studies import RUNNER
-from dse.core.commands import add_storage_option, positive_int
+from dse.core.commands import add_storage_option, positive_int, study_name
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -69,7 +69,7 @@ def add_commands(sub: Any) -> None:
     """``dse export-configs``, ``dse ingest`` and ``dse optuna-export``."""
     export = sub.add_parser("export-configs", help="write a study's best configs for a device "
                             "machine without dse")
-    export.add_argument("study")
+    export.add_argument("study", type=study_name)
     add_storage_option(export)
     export.add_argument("--top", type=positive_int, default=10, help="configs per workload")
     export.add_argument("--out", required=True, metavar="FILE.json")
@@ -88,7 +88,7 @@ def add_commands(sub: Any) -> None:
 
     oex = sub.add_parser("optuna-export", help="a study as an Optuna journal file for "
                          "optuna-dashboard (real parameters, every metric)")
-    oex.add_argument("study")
+    oex.add_argument("study", type=study_name)
     add_storage_option(oex)
     oex.add_argument("--out", required=True, metavar="FILE.log")
     oex.set_defaults(func=cmd_optuna_export)

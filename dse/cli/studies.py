@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dse.cli.common import open_store_of, storage_option
-from dse.core.commands import add_storage_option, limited_int, positive_int
+from dse.core.commands import add_storage_option, limited_int, positive_int, study_name
 from dse.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -310,7 +310,7 @@ def add_commands(sub: Any) -> None:
 
     best = sub.add_parser("best", help="best configurations of a study (Pareto front for "
                           "several objectives)")
-    best.add_argument("study")
+    best.add_argument("study", type=study_name)
     add_storage_option(best)
     best.add_argument("--top", type=positive_int, default=10)
     best.add_argument("--json", action="store_true")
@@ -318,13 +318,13 @@ def add_commands(sub: Any) -> None:
 
     faults = sub.add_parser("faults", help="the Ray workers or nodes a study lost (each "
                             "a fault, not a result: its configs were tried again)")
-    faults.add_argument("study")
+    faults.add_argument("study", type=study_name)
     add_storage_option(faults)
     faults.add_argument("--json", action="store_true")
     faults.set_defaults(func=cmd_faults)
 
     trials = sub.add_parser("trials", help="query a study's trials")
-    trials.add_argument("study")
+    trials.add_argument("study", type=study_name)
     add_storage_option(trials)
     trials.add_argument("--where", metavar="EXPR", help="filter, e.g. \"tops > 30 and k_ct <= 64\"")
     trials.add_argument("--sort", metavar="KEY",

@@ -20,9 +20,10 @@ STORE_MODES = ("read", "existing", "create", "deferred")
 
 
 def whole_number(text: str) -> int:
-    """An integer written in ASCII digits (``int`` alone also reads other scripts' digits)."""
+    """An integer written in ASCII digits (``int`` alone also reads other scripts' digits), of
+    at most 30 of them."""
     try:
-        if not text.strip().isascii():
+        if not text.strip().isascii() or len(text.strip()) > 30:
             raise ValueError
         return int(text)
     except ValueError:
@@ -30,11 +31,26 @@ def whole_number(text: str) -> int:
 
 
 def positive_int(text: str) -> int:
-    """A count that must be at least 1 (trials, workers, configs to list, samples)."""
+    """A count that must be at least 1 (configs to list, samples, a tile size), and at most
+    :data:`dse.core.limits.COUNT_MAX`."""
+    from dse.core.limits import COUNT_MAX
+
     value = whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value > COUNT_MAX:
+        raise argparse.ArgumentTypeError(f"must be at most {COUNT_MAX:,}")
     return value
+
+
+def study_name(text: str) -> str:
+    """An argparse type: the name of a study (see :func:`dse.core.limits.name_problem`)."""
+    from dse.core.limits import name_problem
+
+    problem = name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def limited_int(key: str) -> Callable[[str], int]:

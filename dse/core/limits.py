@@ -53,6 +53,8 @@ TEXT_CHARS = 10_000  # any other string of a study file (a constraint, a path)
 YAML_DEPTH = 64  # nesting of lists and mappings in a study file
 YAML_ALIASES = 1000  # uses of &anchors in one study file (expanded, they can fill the memory)
 SHOWN_CHARS = 120  # of a refused value quoted in a message
+STORAGE_CHARS = 4096  # a storage path or URL (Linux's longest path)
+COUNT_MAX = 1_000_000_000  # any other count on the command line (--top, --points, --k-mt)
 
 
 def out_of_range(key: str, value: object) -> str | None:
@@ -79,11 +81,37 @@ def name_problem(name: str) -> str | None:
 
 
 def shown(value: object) -> str:
-    """``repr(value)`` cut to :data:`SHOWN_CHARS` (a refused value may be huge)."""
+    """``repr(value)`` cut to about :data:`SHOWN_CHARS` (a refused value may be huge, or an
+    integer of more digits than Python prints)."""
     import reprlib
 
+    if isinstance(value, int) and value.bit_length() > 3000:
+        return f"an integer of about {value.bit_length() * 0.30103:,.0f} digits"
     short = reprlib.Repr()
     short.maxstring = short.maxother = SHOWN_CHARS
-    short.maxlist = short.maxdict = short.maxtuple = 6
-    short.maxlevel = 3
-    return short.repr(value)
+    short.maxlist = short.maxdict = short.maxtuple = short.maxset = 4
+    short.maxlevel = 2
+    try:
+        text = short.repr(value)
+    except ValueError:  # a huge integer inside a list or mapping
+        return f"a {type(value).__name__} too large to show"
+    return cut(text)
+
+
+def cut(text: str, most: int = 2 * SHOWN_CHARS) -> str:
+    """``text`` as a message quotes it: at most ``most`` characters."""
+    return text if len(text) <= most else text[:most - 3] + "..."
+
+
+def text_problem(text: str, what: str, most: int = TEXT_CHARS) -> str | None:
+    """Why ``text`` (a name, a path, a URL given on the command line) cannot be used: too long,
+    a NUL, or an undecodable byte (which no database or file name takes); None when it can."""
+    if len(text) > most:
+        return f"{what} holds at most {most:,} characters, not {len(text):,}"
+    if "\0" in text:
+        return f"{what} may not hold a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"{what} holds a byte that is not UTF-8 (at character {exc.start})"
+    return None

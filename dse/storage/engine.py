@@ -17,6 +17,7 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from dse.core import limits
 from dse.core.commands import DEFAULT_STORAGE
 from dse.core.errors import UsageError
 
@@ -26,6 +27,9 @@ def normalise_url(storage: str | None) -> str:
     storage = DEFAULT_STORAGE if storage is None else storage
     if not storage.strip():
         raise UsageError("storage is empty: give a SQLite file path or a database URL")
+    problem = limits.text_problem(storage, "a storage path or URL", limits.STORAGE_CHARS)
+    if problem:
+        raise UsageError(f"storage {limits.shown(storage)}: {problem}")
     if "://" not in storage:
         return f"sqlite:///{Path(storage).expanduser()}"
     if storage.startswith("postgresql://"):  # use the psycopg 3 driver dse installs
@@ -134,6 +138,8 @@ def _engine(url: str | URL, **options: Any) -> Engine:
         raise UsageError(f"storage URL {parsed.render_as_string()!r}: no driver for "
                          f"{parsed.drivername!r} here ({exc}); dse installs those of SQLite and "
                          "PostgreSQL") from None
+    except ValueError as exc:  # an option of the URL's query the driver cannot read
+        raise UsageError(f"storage URL {limits.shown(str(url))}: {exc}") from None
 
 
 def require_existing(storage: str | None) -> None:
@@ -141,15 +147,24 @@ def require_existing(storage: str | None) -> None:
     command that only reads, that is a mistyped name, not a database to create tables in."""
     url = make_url(normalise_url(storage))
     uri = url.query.get("uri") or (url.database or "").startswith("file:")  # e.g. mode=ro
-    if url.drivername.startswith("sqlite") and url.database and not uri \
-            and not Path(url.database).exists():
-        raise UsageError(f"--storage: no database at {url.database} (run a study first, or "
-                         "name the file or URL that holds your studies)")
+    if url.drivername.startswith("sqlite") and url.database and not uri:
+        path = Path(url.database)
+        try:
+            exists, folder = path.exists(), path.is_dir()
+        except OSError as exc:  # a name longer than the file system takes
+            raise UsageError(f"--storage {limits.cut(url.database)}: "
+                             f"{exc.strerror or exc}") from None
+        if folder:
+            raise UsageError(f"--storage: {url.database} is a folder, not a database file")
+        if not exists:
+            raise UsageError(f"--storage: no database at {limits.cut(url.database)} (run a "
+                             "study first, or name the file or URL that holds your studies)")
     engine = make_engine(url.render_as_string(hide_password=False), read_only=True)
     try:
         tables = inspect(engine).get_table_names()
-    except SQLAlchemyError as exc:
-        raise UsageError(f"--storage: cannot read {url.render_as_string()}: {exc}") from None
+    except (SQLAlchemyError, ValueError, OSError) as exc:  # ValueError: a URL option's value
+        raise UsageError(f"--storage: cannot read {limits.shown(url.render_as_string())}: "
+                         f"{str(exc).splitlines()[0][:300]}") from None
     finally:
         engine.dispose()
     if "dse_meta" not in tables:

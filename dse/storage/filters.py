@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from dse.core.errors import UsageError
+from dse.core.limits import cut
 
 _TOKEN = re.compile(r"""\s*(?:(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|(?P<str>'[^']*'|"[^"]*")|
                       (?P<op><=|>=|==|!=|<|>|=)|(?P<paren>[()])|(?P<name>[A-Za-z_][\w.]*))""",
@@ -39,7 +40,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
             break
         match = _TOKEN.match(text, pos)
         if not match:
-            raise UsageError(f"filter {text!r}: cannot read {text[pos:].strip()!r} "
+            rest = text[pos:].strip()
+            raise UsageError(f"filter {cut(text)!r}: cannot read {cut(rest)!r} "
                              "(expected a name, number, quoted string, comparison or parenthesis)")
         kind = match.lastgroup or ""
         value = match.group(kind)
@@ -64,8 +66,7 @@ class FilterParser(ABC):
                             f"most {MAX_TOKENS}")
 
     def fail(self, message: str) -> UsageError:
-        shown = self.text if len(self.text) <= 100 else self.text[:97] + "..."
-        return UsageError(f"filter {shown!r}: {message}")
+        return UsageError(f"filter {cut(self.text)!r}: {message}")
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None

@@ -66,8 +66,8 @@ class ResultStore(StudyReads, RunWrites):
             require_existing(storage)
         self.url = normalise_url(storage)
         self.read_only = read_only
-        self.engine = make_engine(self.url, read_only=read_only)
         try:
+            self.engine = make_engine(self.url, read_only=read_only)
             if read_only:
                 self._check_version()
             else:
@@ -75,6 +75,8 @@ class ResultStore(StudyReads, RunWrites):
                 self._migrate()
         except (OperationalError, DBAPIError) as exc:
             raise StorageError(f"cannot use storage {self.safe_url}: {exc.orig}") from None
+        except (OSError, ValueError) as exc:  # a path the file system refuses, a bad option
+            raise StorageError(f"cannot use storage {self.url[:200]!r}: {exc}") from None
 
     @property
     def safe_url(self) -> str:

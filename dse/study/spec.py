@@ -253,8 +253,10 @@ def load_study(path: str | Path) -> StudySpec:
     path = Path(path)
     if not path.is_file():
         raise StudyFileError(f"study file {str(path)!r} does not exist")
-    loader = _StrictLoader(read_text(path, "study file"))  # a SafeLoader
+    text = read_text(path, "study file")
+    loader = None
     try:
+        loader = _StrictLoader(text)  # a SafeLoader; it checks the characters at once
         node = loader.get_single_node()
         if node is not None and _expanded_size(node, {}) > EXPANDED_NODES:
             raise StudyFileError(f"{path}: its aliases expand to more than {EXPANDED_NODES:,} "
@@ -262,8 +264,11 @@ def load_study(path: str | Path) -> StudySpec:
         raw = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         raise StudyFileError(f"{path}: not valid YAML: {exc}") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise StudyFileError(f"{path}: a value cannot be read: {exc}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return study_from_dict(raw, str(path))
 
 
