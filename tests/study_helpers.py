@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+import textwrap
+from pathlib import Path
 from typing import Any
 
 from dse.study.spec import StudySpec, study_from_dict
+
+
+def slow_study_file(folder: Path, name: str, trials: int, work_s: float, seed: int = 7) -> Path:
+    """A study file of ``trials`` random trials of the synthetic evaluator (``work_s`` of CPU a
+    config) on an xdna2 2048^3 GEMM, written in ``folder``."""
+    path = folder / f"{name}.yaml"
+    path.write_text(textwrap.dedent(f"""
+        name: {name}
+        target: xdna2
+        workload: {{shape: 2048x2048x2048, dtype: int8-int8}}
+        evaluator: {{name: synthetic, options: {{work_s: {work_s}}}}}
+        sampler: random
+        budget: {{trials: {trials}}}
+        seed: {seed}
+    """))
+    return path
 
 
 def make_spec(name: str = "t", **overrides: Any) -> StudySpec:

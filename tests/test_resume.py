@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -20,22 +19,9 @@ from dse.storage import models as m
 from dse.storage.journal import SqlJournalBackend
 from dse.study.runner import StudyRunner, run_study
 from dse.study.spec import load_study
+from tests.study_helpers import slow_study_file
 
 DSE = [sys.executable, "-m", "dse.cli"]
-
-
-def study_file(tmp_path: Path, name: str, trials: int, work_s: float) -> Path:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(textwrap.dedent(f"""
-        name: {name}
-        target: xdna2
-        workload: {{shape: 2048x2048x2048, dtype: int8-int8}}
-        evaluator: {{name: synthetic, options: {{work_s: {work_s}}}}}
-        sampler: random
-        budget: {{trials: {trials}}}
-        seed: 7
-    """))
-    return path
 
 
 def stored_trials(storage: str, name: str) -> int:
@@ -54,7 +40,7 @@ def wait_for(predicate, timeout: float = 60.0) -> None:
 
 def test_sigkill_mid_run_then_resume(tmp_path):
     storage = str(tmp_path / "results.db")
-    path = study_file(tmp_path, "killed", trials=150, work_s=0.02)
+    path = slow_study_file(tmp_path, "killed", trials=150, work_s=0.02)
     proc = subprocess.Popen([*DSE, "run", str(path), "--storage", storage],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -98,7 +84,7 @@ def test_ctrl_c_commits_what_finished_then_resumes(tmp_path, stop, workers):
     """Ctrl-C, and SIGTERM (kill, docker stop, a batch scheduler), stop a run cleanly, also
     once Ray (which installs a SIGTERM handler of its own) has started."""
     storage = str(tmp_path / "results.db")
-    path = study_file(tmp_path, "interrupted", trials=200, work_s=0.02)
+    path = slow_study_file(tmp_path, "interrupted", trials=200, work_s=0.02)
     proc = subprocess.Popen([*DSE, "run", str(path), "--storage", storage, "--workers",
                              str(workers)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -115,7 +101,8 @@ def test_ctrl_c_commits_what_finished_then_resumes(tmp_path, stop, workers):
 
 
 def _run_two(tmp_path: Path, storage: str) -> None:
-    paths = [study_file(tmp_path, name, trials=60, work_s=0.005) for name in ("one", "two")]
+    paths = [slow_study_file(tmp_path, name, trials=60, work_s=0.005)
+             for name in ("one", "two")]
     procs = [subprocess.Popen([*DSE, "run", str(p), "--storage", storage],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for p in paths]

@@ -24,7 +24,7 @@ from dse.core.params import ConfigBatch, batch_len, batch_take
 from dse.core.results import EvalResult
 from dse.study.reaper import Reaper, descendants
 
-ATTEMPTS = 3  # of a batch of configs whose worker or node was lost (Ray retries within each)
+ATTEMPTS = 3  # of a batch of configs whose worker or node was lost (Ray itself retries none)
 MESSAGE_CHARS = 2000  # of a fault's message kept (Ray's can hold a whole log)
 
 
