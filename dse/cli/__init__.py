@@ -29,6 +29,17 @@ class _Parser(argparse.ArgumentParser):
         super().error(message if len(message) <= 500 else message[:497] + "...")
 
 
+def _error(exc: Exception) -> None:
+    """Print a user's error, cut to one paragraph: a message may quote a value the user gave,
+    which can be thousands of characters long."""
+    from dse.core.limits import cut
+
+    print(f"dse: error: {cut(str(exc), MESSAGE_CHARS)}", file=sys.stderr)
+
+
+MESSAGE_CHARS = 1000
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``dse`` argument parser: every command, the registered groups' included."""
     from dse.core.errors import DseError
@@ -61,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse has printed the usage and the bad option (or --help)
         return exc.code if isinstance(exc.code, int) else 2
     except DseError as exc:  # a registered command group that cannot be loaded
-        print(f"dse: error: {exc}", file=sys.stderr)
+        _error(exc)
         return 2
     func: Callable[[argparse.Namespace], int] = args.func
     try:
@@ -96,10 +107,10 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
         args.open_store = functools.partial(open_store_of, args)  # for a deferred store
         return func(args)
     except InfrastructureError as exc:  # not the input's fault: the cluster's
-        print(f"dse: error: {exc}", file=sys.stderr)
+        _error(exc)
         return 1
     except DseError as exc:
-        print(f"dse: error: {exc}", file=sys.stderr)
+        _error(exc)
         return 2
     except EvaluatorError as exc:
         print(f"dse: {exc}", file=sys.stderr)

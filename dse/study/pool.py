@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -173,8 +174,11 @@ class RayPool:
                 ray.init(address=address, num_cpus=None if address else workers,
                          resources=None if address else resources,
                          include_dashboard=False, log_to_driver=False, configure_logging=False)
-            except ConnectionError as exc:  # no cluster at the address
-                raise UsageError(f"--ray-address {address}: {exc}") from None
+            except ConnectionError as exc:  # no cluster at the address, or not let in
+                hint = ("" if os.environ.get("RAY_AUTH_MODE") else
+                        "; if the head uses Ray's token authentication, set RAY_AUTH_MODE=token "
+                        "and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) here as on its nodes")
+                raise UsageError(f"--ray-address {address}: {exc}{hint}") from None
             except SystemExit:  # SIGTERM while Ray started: its handler exits; stop as Ctrl-C
                 ray.shutdown()
                 raise KeyboardInterrupt from None
@@ -184,6 +188,12 @@ class RayPool:
                 self._reaper = Reaper()
                 self._reaper.watch(descendants(os.getpid()))
         self.workers = workers if address is None else int(ray.cluster_resources().get("CPU", 1))
+        device = f"dse_device_{self._device}"
+        if address and self._device and not ray.cluster_resources().get(device):
+            # not an error: an autoscaler may add such a node; but the run would wait in silence
+            print(f"dse: warning: no node of the cluster offers {device}; the evaluations "
+                  f"wait until one joins (ray start --resources '{{\"{device}\": 1}}')",
+                  file=sys.stderr)
         # Ray does not retry a lost task itself: each loss is a fault this pool records
         self._task = ray.remote(num_cpus=1, resources=resources, max_retries=0)(_remote_evaluate)
         self._evaluator_ref: Any = None
