@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dse.study.reaper import Reaper
+from dse.study.reaper import Reaper, proc_stat
 
 RAY = str(Path(sys.executable).with_name("ray"))
 # what a node's process shows while it runs dse's task (Ray sets the title to the function)
@@ -38,17 +38,9 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state first), or None if gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
 def cmdline(pid: int) -> str:
     """The command line (or title) of a live process; '' once it has ended or is a zombie."""
-    stat = _stat(pid)
+    stat = proc_stat(pid)
     if stat is None or stat[0] == "Z":
         return ""
     try:
@@ -62,7 +54,7 @@ def group_members(pgid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            stat = _stat(int(entry.name))
+            stat = proc_stat(int(entry.name))
             if stat is not None and stat[0] != "Z" and int(stat[3]) == pgid:
                 found.append(int(entry.name))
     return found

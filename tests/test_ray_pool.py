@@ -142,6 +142,7 @@ def test_a_tls_cluster_is_only_checked_for_answering(monkeypatch):
 def test_a_killed_driver_leaves_no_ray_process_behind(tmp_path):
     # Ray's agents outlive a driver killed with SIGKILL; the reaper ends them
     from dse.study.reaper import descendants
+    from tests.cluster import cmdline
 
     study = tmp_path / "slow.yaml"
     study.write_text("name: slow\ntarget: xdna2\nworkload: {shape: 512x512x512, dtype: "
@@ -152,31 +153,21 @@ def test_a_killed_driver_leaves_no_ray_process_behind(tmp_path):
                               stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while not any("ray::" in _name(p) for p in descendants(driver.pid)):
+        while not any("ray::" in cmdline(p) for p in descendants(driver.pid)):
             assert time.monotonic() < deadline and driver.poll() is None
             time.sleep(0.5)
         time.sleep(3)  # the agents and the first tasks are up
-        started = {p: _name(p) for p in descendants(driver.pid)}
+        started = {p: cmdline(p) for p in descendants(driver.pid)}
     finally:
         driver.kill()
         driver.wait()
     reaper = [p for p, name in started.items() if "dse.study.reaper" in name]
     assert reaper, started
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(_name(p) for p in started):
+    while time.monotonic() < deadline and any(cmdline(p) for p in started):
         time.sleep(0.5)
-    assert not [name for p in started if (name := _name(p))]
+    assert not [name for p in started if (name := cmdline(p))]
 
-
-def _name(pid: int) -> str:
-    """The command line of a live process ('' once it has ended or is a zombie)."""
-    try:
-        path = Path(f"/proc/{pid}")
-        if (path / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return ""
-        return (path / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def _dying(tmp_path: Path, die: str, name: str = "t", trials: int = 8) -> Any:

@@ -17,16 +17,21 @@ import time
 from pathlib import Path
 
 
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (the state first, then the
+    parent's pid, ...), or None once the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def descendants(root: int) -> list[int]:
     """Every process below ``root`` (children, their children, ...), from ``/proc``."""
     parents: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue  # gone meanwhile
-            parents.setdefault(ppid, []).append(int(entry.name))
+        if entry.name.isdigit() and (stat := proc_stat(int(entry.name))) is not None:
+            parents.setdefault(int(stat[1]), []).append(int(entry.name))
     found, todo = [], [root]
     while todo:
         children = parents.get(todo.pop(), [])
@@ -36,10 +41,8 @@ def descendants(root: int) -> list[int]:
 
 
 def _start_time(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    stat = proc_stat(pid)
+    return stat[19] if stat is not None and len(stat) > 19 else None
 
 
 def reap(named: list[tuple[int, str]]) -> None:
