@@ -148,3 +148,22 @@ def test_the_balance_procedure_walks_or_is_refused(ctx):
     outcome = ctx.space.balance_procedure(model)
     assert isinstance(outcome, SearchOutcome) and outcome.steps and outcome.top
     assert all(math.isfinite(step["tops"]) for step in outcome.steps)
+
+
+def test_the_exact_search_with_pruning_equals_scoring_every_config(ctx):
+    """Where the family offers a search tree, its bounds and dominated choices must leave the
+    top exactly as brute force finds it; without one, the search scores every config."""
+    from dse.study.search import exhaustive
+
+    analytical = build_evaluator("analytical")
+    if ctx.space.name not in analytical.spaces:
+        pytest.skip(f"the {ctx.space.name} family has no analytical model to search with")
+    free = [name for name, p in ctx.space.params().items()
+            if isinstance(p, ChoiceParam) and len(p.choices) <= 3][:1]
+    pruned = exhaustive(analytical, ctx, free=free, top=7)
+    brute = exhaustive(analytical, ctx, free=free, top=7, prune=False)
+    assert pruned.exact and brute.exact and pruned.top
+    assert [c.params for c in pruned.top] == [c.params for c in brute.top]
+    assert [c.metrics["tops"] for c in pruned.top] == [c.metrics["tops"] for c in brute.top]
+    if ctx.space.search_tree(free=free) is not None:
+        assert pruned.n_scored is not None and pruned.n_scored <= brute.n_feasible

@@ -44,11 +44,12 @@ def test_enumeration_finds_every_feasible_config(tmp_path):
 
 def test_exhaustive_top_is_the_best_of_everything(analytical):
     ctx = build_context("xdna", "int8-int8", "1024x2048x1024")
-    outcome = exhaustive(analytical, ctx, top=3)
+    outcome = exhaustive(analytical, ctx, top=3, prune=False)
     batch, _ = ctx.space.enumerate()
     ok = ctx.space.check(batch).ok
     tops = analytical.score({k: v[ok] for k, v in batch.items()}, ctx)["tops"]
     assert outcome.top[0].metrics["tops"] == tops.max()
+    assert exhaustive(analytical, ctx, top=3).top[0].metrics["tops"] == tops.max()
     assert outcome.n_feasible == int(ok.sum()) and outcome.n_evaluated == len(ok)
     assert sum(outcome.rejected_by.values()) == outcome.n_evaluated - outcome.n_feasible
 

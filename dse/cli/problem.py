@@ -100,6 +100,8 @@ def _print_outcome(outcome: SearchOutcome, strategy: str, space: SearchSpace) ->
           f"{outcome.elapsed_s:.2f} s")
     if outcome.rejected_by:
         print("rejected by: " + ", ".join(f"{k} {v:,}" for k, v in outcome.rejected_by.items()))
+    if outcome.n_scored is not None:
+        _print_pruning(outcome)
     if outcome.steps:
         print("\nbalance procedure steps:")
         print(table(outcome.steps, ("step", *space.kernel_keys, "shape", "macs_per_cycle",
@@ -115,6 +117,21 @@ def _print_outcome(outcome: SearchOutcome, strategy: str, space: SearchSpace) ->
     metrics = [m for m in OUTCOME_METRICS if m in outcome.top[0].metrics]
     print("\nbest configurations:" if len(rows) > 1 else "\nbalanced configuration:")
     print(table(rows, ("rank", *tiles, *varying, *metrics)))
+
+
+def _print_pruning(outcome: SearchOutcome) -> None:
+    """What a branch-and-bound scored, what it dropped at each level and why."""
+    print(f"scored {outcome.n_scored:,} configs; the top is exact (branch-and-bound: every "
+          "sub-space left out has a bound below the last config shown)")
+    pruned = [f"{level} {count:,}" for level, count in outcome.pruned.items() if count]
+    if pruned:
+        print("sub-spaces pruned by their bound: " + ", ".join(pruned))
+    by_reason: dict[str, list[str]] = {}
+    for name, why in outcome.dominated.items():
+        by_reason.setdefault(why, []).append(name)
+    if by_reason:
+        print("dominated choices, not enumerated but placed after the configs they shadow: "
+              + "; ".join(f"{', '.join(names)} ({why})" for why, names in by_reason.items()))
 
 
 def _progress_printer() -> Callable[[int, int], None]:
@@ -151,8 +168,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     else:
         if args.start or args.k_mt or args.patience != PAPER_PATIENCE:
             raise UsageError("--start, --k-mt and --patience apply to --strategy paper only")
-        outcome = exhaustive(evaluator, ctx, fix=fix, free=args.free, top=args.top,
-                             progress=_progress_printer())
+        free = args.free
+        if "all" in free:  # every parameter not fixed
+            free = [name for name in ctx.space.params() if name not in (fix or {})]
+        outcome = exhaustive(evaluator, ctx, fix=fix, free=free, top=args.top,
+                             progress=_progress_printer(), prune=not args.no_prune)
     if args.json:
         print(json.dumps(outcome.to_dict(), indent=2))
     else:
@@ -197,7 +217,11 @@ def add_commands(sub: Any) -> None:
     add_problem_args(se)
     se.add_argument("--fix", action="append", metavar="NAME=VALUE", help="pin a parameter")
     se.add_argument("--free", action="append", default=[], metavar="NAME",
-                    help="also vary a parameter that otherwise keeps its default")
+                    help="also vary a parameter that otherwise keeps its default ('all': "
+                    "every parameter not fixed)")
+    se.add_argument("--no-prune", action="store_true",
+                    help="score every config instead of pruning with the space's bounds (the "
+                    "same top, slower; for comparison)")
     se.add_argument("--top", type=positive_int, default=10,
                     help="how many configurations to report")
     se.add_argument("--strategy", choices=("exhaustive", "paper"), default="exhaustive")

@@ -20,7 +20,12 @@ class Candidate:
 @dataclass(frozen=True)
 class SearchOutcome:
     """Result of a search: sizes, time, the best configurations and, for a walk such as the
-    paper's balance procedure, its steps (dicts of parameters and metrics)."""
+    paper's balance procedure, its steps (dicts of parameters and metrics).
+
+    A search that prunes reports how many configs it scored (``n_scored``), the sub-spaces it
+    dropped at each level of its tree because their bound could not reach the top (``pruned``),
+    the dominated choices it placed without enumerating (``dominated``: parameter -> why) and
+    whether ``top`` is exactly what scoring every config would give (``exact``)."""
 
     n_total: int
     n_evaluated: int
@@ -29,6 +34,10 @@ class SearchOutcome:
     top: list[Candidate]
     rejected_by: dict[str, int] = field(default_factory=dict)
     steps: list[dict[str, Any]] = field(default_factory=list)
+    n_scored: int | None = None
+    pruned: dict[str, int] = field(default_factory=dict)
+    dominated: dict[str, str] = field(default_factory=dict)
+    exact: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -38,4 +47,7 @@ class SearchOutcome:
         }
         if self.steps:
             out["steps"] = self.steps
+        if self.n_scored is not None:
+            out.update(n_scored=self.n_scored, pruned=self.pruned, dominated=self.dominated)
+        out["exact"] = self.exact
         return out

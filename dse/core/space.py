@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from dse.core.evaluator import EvalContext, Evaluator
     from dse.core.outcome import SearchOutcome
     from dse.core.target import Target
+    from dse.core.tree import SearchTree
     from dse.core.workload import Workload
 
 
@@ -203,6 +204,13 @@ class SearchSpace(ABC):
         workload it was scored at), ``tops``, ``t_comp_s``, ``t_mem_s`` and ``bound``."""
         raise UsageError(f"the {self.name} space has no balance procedure (the paper's "
                          "procedure walks XDNA kernels)")
+
+    def search_tree(self, fix: Mapping[str, Any] | None = None,
+                    free: Iterable[str] = ()) -> SearchTree | None:
+        """The space (as :meth:`chunks` walks it) split into levels with upper bounds of the
+        family's analytical model, for an exact search that prunes (see :mod:`dse.core.tree`),
+        or None: then every config is scored."""
+        return None
 
     def smallest_config(self, fix: Mapping[str, Any]) -> dict[str, Any] | None:
         """A config to explain when a narrowed space generates nothing at all (its smallest

@@ -1,8 +1,9 @@
 """Vectorised enumeration of the tile sizes (m_ct, k_ct, n_ct, k_mt) of the XDNA GEMM space.
 
 The full box of tile sizes is mostly infeasible (L1 holds ~63 KiB), so it is generated
-constructively: (m_ct, n_ct) pairs whose smallest tile fits L1, then every k_ct that can fit with
-them, then every k_mt up to the exact L2 limit (L2 use is linear in k_mt). These bounds only
+constructively: (m_ct, n_ct) pairs of the kernel's register blocking whose smallest tile fits L1,
+then every k_ct that can fit with them, then every k_mt up to the exact L2 limit (L2 use is
+linear in k_mt). These bounds only
 drop configs that the capacity constraints would reject; all constraints run on the result.
 """
 
@@ -80,8 +81,9 @@ def enumerate_tiles(
     spec = target.input_spec(workload.dtype.input)
     hi = tile_domains(target, workload, other)
 
-    ms = _values("m_ct", spec.r, hi["m_ct"], fixed)
-    ns = _values("n_ct", spec.t, hi["n_ct"], fixed)
+    # only multiples of the register blocking: the others break a rule whatever else holds
+    ms = _values("m_ct", spec.r * spec.expand_r, hi["m_ct"], fixed)
+    ns = _values("n_ct", spec.t * spec.expand_t, hi["n_ct"], fixed)
     mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
     k_max = l1_max_k(mm, nn, target, workload, other)
     if "k_ct" in fixed:

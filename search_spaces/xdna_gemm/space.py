@@ -29,6 +29,7 @@ from search_spaces.xdna_gemm.enumeration import enumerate_tiles, tile_domains
 from search_spaces.xdna_gemm.params import TILE_PARAMS, build_params, default_params
 from search_spaces.xdna_gemm.sampling import OptunaEncoding
 from search_spaces.xdna_gemm.target import XdnaTarget
+from search_spaces.xdna_gemm.tree import XdnaTree, allowed_codes, tree_box
 
 # What the XDNA evaluators report of where a config's time went, beyond t_comp and t_mem.
 TIME_PARTS = {"t_fill_s": "pipeline fill", "t_drain_s": "drain (exposed at the end)",
@@ -108,6 +109,21 @@ class XdnaGemmSpace(SearchSpace):
         for name in set(free) - set(TILE_PARAMS):
             count *= len(self._domain(name)) if name in self._params else 1
         return count
+
+    def search_tree(self, fix: Mapping[str, Any] | None = None,
+                    free: Iterable[str] = ()) -> XdnaTree:
+        """The space as :meth:`chunks` walks it, split for exact search with pruning (see
+        :mod:`search_spaces.xdna_gemm.tree`), its bounds those of the family's analytical
+        model."""
+        from dse.core.registry import family
+
+        fixed, free = self._fixed_and_free(fix, free)
+        allowed = allowed_codes(self._params, self.defaults(), fixed, free, self._domain)
+        steps = {p: self._step(p) for p in TILE_PARAMS}
+        model = family(self.name).model
+        assert model is not None  # the family registers its analytical model
+        return XdnaTree(self.target, self.workload, self._params, allowed, model,
+                        self.satisfies, tree_box(self.target, self.workload, allowed, steps))
 
     def optuna_encoding(self, fix: Mapping[str, Any], free: Sequence[str],
                         ranges: Mapping[str, tuple[int, int]]) -> OptunaEncoding:
