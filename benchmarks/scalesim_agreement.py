@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from peer_venv import imports, peer_python
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -60,30 +61,6 @@ def setup_of(case: dict) -> ArraySetup:
     return ArraySetup(case["rows"], case["cols"], case["dataflow"], case["ifmap_sram_kb"],
                       case["filter_sram_kb"], case["ofmap_sram_kb"], case["bandwidth"],
                       case["user_bandwidth"])
-
-
-def scalesim_python(args: argparse.Namespace) -> Path:
-    """The interpreter to run SCALE-Sim with (made first with ``--setup``)."""
-    if args.scalesim_python:
-        return Path(args.scalesim_python)
-    if os.environ.get("DSE_SCALESIM_PYTHON"):
-        return Path(os.environ["DSE_SCALESIM_PYTHON"])
-    python = DEFAULT_VENV / "bin" / "python"
-    if args.setup and not python.exists():
-        print(f"creating {DEFAULT_VENV} with SCALE-Sim 3.0.0 ...", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(DEFAULT_VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "scalesim==3.0.0",
-                        "numpy<2.4"], check=True)
-    return python
-
-
-def has_scalesim(python: Path) -> bool:
-    """Whether ``python`` runs and imports SCALE-Sim."""
-    if not python.exists():
-        return False
-    done = subprocess.run([str(python), "-c", "import scalesim.scale_sim"],
-                          capture_output=True)
-    return done.returncode == 0
 
 
 def run_scalesim(python: Path, cases: list[dict]) -> tuple[list[dict], float]:
@@ -125,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--setup", action="store_true",
                         help=f"create {DEFAULT_VENV.name} with SCALE-Sim first (pip)")
     args = parser.parse_args(argv)
-    python = scalesim_python(args)
-    if not has_scalesim(python):
+    python = peer_python(args.scalesim_python, "DSE_SCALESIM_PYTHON", DEFAULT_VENV.name,
+                         ("scalesim==3.0.0", "numpy<2.4"), args.setup)
+    if not imports(python, "scalesim.scale_sim"):
         print(f"no SCALE-Sim 3.0 interpreter at {python}: pass --scalesim-python PATH, set "
               "DSE_SCALESIM_PYTHON, or run with --setup to create .scalesim-venv (needs pip "
               "access to scalesim==3.0.0)", file=sys.stderr)
