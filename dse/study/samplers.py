@@ -16,6 +16,7 @@ from dse.core import limits
 from dse.core.errors import UsageError
 from dse.core.registry import load
 from dse.study.spec import StudySpec
+from dse.study.tpe_window import TPE_WINDOW, WINDOW_MAX, WINDOW_MIN, WindowedTPESampler
 
 
 def make_sampler(spec: StudySpec, batch_size: int,
@@ -41,9 +42,31 @@ def make_sampler(spec: StudySpec, batch_size: int,
 
 
 def tpe(seed: int, batch_size: int, options: dict[str, Any]) -> optuna.samplers.BaseSampler:
-    """Multivariate TPE; several trials asked at once use its constant liar."""
-    return optuna.samplers.TPESampler(
+    """Multivariate TPE; several trials asked at once use its constant liar.
+
+    Option ``window`` (default :data:`TPE_WINDOW`; 0: none) bounds the history TPE fits its
+    estimators to, so that an ask costs the same at 10,000 trials as at ``window`` (see
+    :class:`WindowedTPESampler`); the other options are ``optuna.samplers.TPESampler``'s."""
+    options = dict(options)
+    window = options.pop("window", TPE_WINDOW)
+    sampler = optuna.samplers.TPESampler(
         seed=seed, **{"multivariate": True, "constant_liar": batch_size > 1, **options})
+    problem = _window_problem(window, options.get("n_startup_trials", 10))
+    if problem:
+        raise ValueError(f"option window: {limits.shown(window)} is not valid; {problem}")
+    return WindowedTPESampler(sampler, window, seed) if window else sampler
+
+
+def _window_problem(window: object, startup: object) -> str | None:
+    """Why ``window`` cannot be TPE's window with ``startup`` random trials first, or None."""
+    if isinstance(window, bool) or not isinstance(window, int) \
+            or not (window == 0 or WINDOW_MIN <= window <= WINDOW_MAX):
+        return (f"expected 0 (every trial) or a whole number of trials from {WINDOW_MIN:,} to "
+                f"{WINDOW_MAX:,}")
+    if window and isinstance(startup, int) and window < startup:
+        # TPE counts the trials it sees: below n_startup_trials it would sample at random for ever
+        return f"expected 0 or at least n_startup_trials ({startup:,})"
+    return None
 
 
 def random(seed: int, batch_size: int, options: dict[str, Any]) -> optuna.samplers.BaseSampler:
