@@ -1,4 +1,5 @@
-"""One line per figure of a speed goal: what was measured, the goal, and their ratio.
+"""What the benchmarks share: the best time of a few runs, and one line per figure of a speed
+goal (what was measured, the goal, and their ratio).
 
 Every benchmark that measures a figure of a goal table prints it through :func:`against_goal`, so
 a run reads the same across scripts::
@@ -8,6 +9,20 @@ a run reads the same across scripts::
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def best_of(repeats: int, work: Callable[[], Any]) -> tuple[float, Any]:
+    """The fastest of ``repeats`` calls of ``work`` in seconds, and the last call's result."""
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = work()
+        times.append(time.perf_counter() - start)
+    return min(times), result
 
 
 def against_goal(figure: str, measured: float, goal: float, unit: str,

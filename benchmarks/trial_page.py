@@ -15,6 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from goals import best_of
+
 from dse import load_trials
 from dse.core.errors import UsageError
 from dse.storage import open_store
@@ -24,16 +26,6 @@ from dse.study.spec import study_from_dict
 
 WHERE = "status == 'ok' and k_ct >= 64"
 SORT = "-tops"
-
-
-def best_of(repeats: int, work) -> tuple[float, object]:  # noqa: ANN001 - a thunk
-    """The fastest of ``repeats`` calls of ``work`` in seconds, and the last call's result."""
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = work()
-        times.append(time.perf_counter() - start)
-    return min(times), result
 
 
 def main() -> None:

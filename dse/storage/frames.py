@@ -9,20 +9,29 @@ belong to, and ``objectives``).
 
 from __future__ import annotations
 
+import io
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Select, select
+import pyarrow as pa
+from pyarrow import json as pa_json
+from sqlalchemy import Select, Text, cast, select
 from sqlalchemy.orm import Session
 
 from dse.core.evaluator import FIDELITIES
 from dse.core.registry import workload_from_dict
 from dse.storage import models as m
+from dse.storage.engine import json_loads
 
 WORKLOAD_COLUMNS = ("shape", "dtype", "b_layout")
 # The best configs are judged by the most faithful results a study has.
 FIDELITY_RANK = {name: rank for rank, name in enumerate(FIDELITIES)}
+# How a study's frame is read: the driver's rows and its documents by Arrow's JSON reader, or,
+# with False, SQLAlchemy's rows and pandas' from_records as before (kept for
+# benchmarks/store_speed.py to measure against).
+COLUMNAR_READS = True
 TRIAL_COLUMNS = ("study", "number", "shape", "dtype", "b_layout", "status", "cached", "reason",
                  "evaluator", "version", "fidelity", "elapsed_s", "host", "created_at")
 
@@ -49,11 +58,39 @@ def study_frame(s: Session, study: m.StudyRow) -> pd.DataFrame:
     workloads = {wid: body for wid, body in s.execute(
         select(m.WorkloadRow.id, m.WorkloadRow.body).where(m.WorkloadRow.id.in_(
             select(m.TrialRow.workload_id).where(m.TrialRow.study_id == study.id))))}
-    result = s.execute(in_study_trials(select(*TRIAL_ROW), study.id)
-                       .order_by(m.TrialRow.number)).all()
-    frame = trials_frame(study.name, result, workloads)
+    if COLUMNAR_READS:
+        frame = _columnar_study_frame(s, study, workloads)
+    else:
+        result = s.execute(in_study_trials(select(*TRIAL_ROW), study.id)
+                           .order_by(m.TrialRow.number)).all()
+        frame = trials_frame(study.name, result, workloads)
     frame.attrs["objectives"] = objectives_of(study)
     return frame
+
+
+def _columnar_study_frame(s: Session, study: m.StudyRow,
+                          workloads: dict[int, dict[str, Any]]) -> pd.DataFrame:
+    """:func:`trials_frame` of the study's trials, read with the driver's own cursor (no
+    SQLAlchemy row, no document decoded one by one) and its documents turned into columns by
+    :func:`documents_frame`."""
+    e, t = m.EvaluationRow, m.TrialRow
+    query = (select(t.number, t.workload_id, t.status, t.cached, e.reason, e.evaluator,
+                    e.version, e.fidelity, e.elapsed_s, e.host, t.created_at,
+                    cast(m.ConfigRow.params, Text), cast(e.metrics, Text))
+             .join(m.ConfigRow, m.ConfigRow.id == t.config_id)
+             .join(e, e.id == t.evaluation_id)
+             .where(t.study_id == study.id).order_by(t.number))
+    rows = s.connection().execute(query).cursor.fetchall()
+    if not rows:
+        return trials_frame(study.name, [], workloads)
+    columns = list(zip(*rows, strict=True))
+    # SQLite returns the time as text: convert each distinct value once, as SQLAlchemy would
+    parse = t.created_at.type._cached_result_processor(s.get_bind().dialect, None)  # noqa: SLF001
+    if parse is not None:
+        times = {text: parse(text) for text in set(columns[10])}
+        columns[10] = [times[text] for text in columns[10]]
+    return assemble_frame(study.name, columns[:11], documents_frame(columns[11]),
+                          documents_frame(columns[12]), workloads)
 
 
 def objectives_of(study: m.StudyRow) -> list[tuple[str, str]]:
@@ -63,18 +100,29 @@ def objectives_of(study: m.StudyRow) -> list[tuple[str, str]]:
 
 def trials_frame(study: str, result: list[Any], workloads: dict[int, dict[str, Any]]
                  ) -> pd.DataFrame:
-    """The trials frame from rows of :data:`TRIAL_ROW` and the workloads' bodies by id, built
-    column by column (far cheaper than a dict per row).
-
-    Where a parameter or metric repeats a name (a harness's ``host``, the workload's
-    ``b_layout``), its value wins in the rows that have it, as in ``{**fixed, **params,
-    **metrics}`` row by row."""
+    """The trials frame from rows of :data:`TRIAL_ROW` and the workloads' bodies by id (see
+    :func:`assemble_frame`)."""
     if not result:
         frame = pd.DataFrame(columns=list(TRIAL_COLUMNS))
         frame.attrs["params"] = []
         return frame
+    columns = list(zip(*result, strict=True))
+    return assemble_frame(study, columns[:11], pd.DataFrame.from_records(columns[11]),
+                          pd.DataFrame.from_records(columns[12]), workloads)
+
+
+def assemble_frame(study: str, fixed: list[Sequence[Any]], param_frame: pd.DataFrame,
+                   metric_frame: pd.DataFrame, workloads: dict[int, dict[str, Any]]
+                   ) -> pd.DataFrame:
+    """The trials frame from the columns of :data:`TRIAL_ROW` before the documents (``fixed``),
+    the parameters' and the metrics' frames, and the workloads' bodies by id, built column by
+    column (far cheaper than a dict per row).
+
+    Where a parameter or metric repeats a name (a harness's ``host``, the workload's
+    ``b_layout``), its value wins in the rows that have it, as in ``{**fixed, **params,
+    **metrics}`` row by row."""
     (numbers, workload_ids, statuses, cached, reasons, evaluators, versions, fidelities, elapsed,
-     hosts, created, params, metrics) = zip(*result, strict=True)
+     hosts, created) = fixed
     described = {}
     for wid, body in workloads.items():
         workload = workload_from_dict(body)
@@ -85,19 +133,42 @@ def trials_frame(study: str, result: list[Any], workloads: dict[int, dict[str, A
         "b_layout": b_layouts, "status": statuses, "cached": [bool(c) for c in cached],
         "reason": reasons, "evaluator": evaluators, "version": versions,
         "fidelity": fidelities, "elapsed_s": elapsed, "host": hosts, "created_at": created}
-    param_frame = pd.DataFrame.from_records(params)
-    for part in (param_frame, pd.DataFrame.from_records(metrics)):
+    for part in (param_frame, metric_frame):
         for name in part.columns:
             values = part[name]
             if name in columns:
                 values = values.where(values.notna(), pd.Series(columns[name], dtype=object))
-            columns[name] = values.to_numpy()
+                columns[name] = values.to_numpy()  # typed again with the frame, as before
+            else:
+                columns[name] = values.to_numpy() if values.dtype == object else values
     frame = pd.DataFrame({name: list(values) if isinstance(values, tuple) else values
                           for name, values in columns.items()})
     frame.attrs["params"] = list(param_frame.columns)  # the columns that identify a config
     # the family whose space the configs are of (a study's workloads share it)
     frame.attrs["space"] = next((body.get("space") for body in workloads.values()), None)
     return frame
+
+
+# Arrow types whose pandas columns are what pd.DataFrame.from_records makes of the same
+# values decoded one by one (nulls and missing keys as NaN); any other (a nested document,
+# a string Arrow took for a time, booleans with gaps) leaves the documents to from_records.
+_PLAIN_TYPES = (pa.int64(), pa.float64(), pa.string())
+
+
+def documents_frame(texts: Sequence[str]) -> pd.DataFrame:
+    """``pd.DataFrame.from_records`` of the JSON documents ``texts`` (one object each): the
+    same columns, order, dtypes and values, read by Arrow's JSON reader in one pass where
+    every column is of a plain type, else decoded one by one."""
+    try:
+        table = pa_json.read_json(io.BytesIO("\n".join(texts).encode()))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # NaN, a type changing, ...
+        table = None
+    if table is not None and table.num_rows == len(texts) and table.num_columns and all(
+            field.type in _PLAIN_TYPES
+            or (field.type == pa.bool_() and table.column(i).null_count == 0)
+            for i, field in enumerate(table.schema)):
+        return table.to_pandas()
+    return pd.DataFrame.from_records([json_loads(text) for text in texts])
 
 
 def pareto_mask(values: np.ndarray, maximize: list[bool]) -> np.ndarray:

@@ -14,11 +14,21 @@ from typing import TYPE_CHECKING, Any
 from dse.core.errors import UsageError
 from dse.core.results import EvalResult, Status
 from dse.storage import models as m
+from dse.storage.bulk import insert_rows, pairs_in
 from dse.storage.keys import config_key, now
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from dse.storage.journal import SqlJournalBackend
     from dse.storage.store import ResultStore
+
+
+# How commit_window writes: in bulk (dse.storage.bulk), or, with False, through SQLAlchemy's
+# insert() of row dicts as before it (kept for benchmarks/store_speed.py to measure against).
+BULK_WRITES = True
+# The unique identity of an evaluation (models.EvaluationRow's constraint).
+EVALUATION_IDENTITY = ("target_id", "workload_id", "config_id", "evaluator", "version")
 
 
 @dataclass(frozen=True)
@@ -48,8 +58,9 @@ class Measured:
 
 @dataclass
 class PendingTrial:
-    """A trial of a window: its workload, config and result, whether the store served it, and
-    the evaluator it is recorded under."""
+    """A trial of a window: its workload, config (``key``: its :func:`config_key` in the
+    window's space, and its parameters) and result, whether the store served it, and the
+    evaluator it is recorded under."""
 
     workload_id: int
     key: str
@@ -177,35 +188,11 @@ class RunWrites:
         store (each evaluation once), its trials, its faults, the journal's pending lines, and
         the renewed lease. On failure nothing is written (the journal's lines stay pending)."""
         created = now()
-        trials = window.trials
         with self.session() as s:
-            ids = self.config_ids(s, window.space, [t.params for t in trials])
-            new_rows, seen = [], set()
-            for trial, cid in zip(trials, ids, strict=True):
-                ev = trial.evaluator
-                if trial.cached or (trial.workload_id, cid, ev.name, ev.version) in seen:
-                    continue
-                seen.add((trial.workload_id, cid, ev.name, ev.version))
-                new_rows.append(evaluation_row(window.target_id, trial.workload_id, cid, ev,
-                                               trial.result, window.host, window.versions,
-                                               created))
-            self.put_evaluations(s, new_rows)
-            evaluation_ids: dict[tuple[int, str, str, int], int] = {}
-            for workload_id, name, version in {(t.workload_id, t.evaluator.name,
-                                                t.evaluator.version) for t in trials}:
-                wanted = [cid for t, cid in zip(trials, ids, strict=True)
-                          if (t.workload_id, t.evaluator.name) == (workload_id, name)]
-                stored = self.evaluation_ids(s, window.target_id, workload_id, wanted, name,
-                                             version)
-                evaluation_ids.update({(workload_id, name, version, cid): eid
-                                       for cid, eid in stored.items()})
-            self.add_trials(s, [{
-                "study_id": window.study_id, "number": window.next_number + i,
-                "workload_id": t.workload_id, "config_id": cid,
-                "evaluation_id": evaluation_ids[(t.workload_id, t.evaluator.name,
-                                                 t.evaluator.version, cid)],
-                "status": t.result.status.value, "cached": int(t.cached), "created_at": created}
-                for i, (t, cid) in enumerate(zip(trials, ids, strict=True))])
+            if BULK_WRITES:
+                self._window_bulk(s, window, created)
+            else:
+                self._window_by_rows(s, window, created)
             if window.faults:
                 s.execute(m.FaultRow.__table__.insert(), [
                     {**fault, "study_id": window.study_id, "host": window.host,
@@ -213,6 +200,94 @@ class RunWrites:
             if window.journal is not None:
                 window.journal.write_pending(s)
             self.acquire(s, self.require_study(s, window.study), window.owner, window.lease_s)
+
+    def _window_bulk(self: ResultStore, s: Session, window: Window, created: datetime) -> None:
+        """The window's configs, new evaluations and trials, each table in one bulk insert
+        (:mod:`dse.storage.bulk`); the config keys are the trials' own (the caller computed
+        them with :func:`config_key`), not hashed again."""
+        trials = window.trials
+        if not trials:
+            return
+        ids = self.keyed_config_ids(s, window.space, [t.key for t in trials],
+                                    [t.params for t in trials])
+        new: dict[tuple[int, int, str, str], PendingTrial] = {}  # each evaluation once
+        for trial, cid in zip(trials, ids, strict=True):
+            if not trial.cached:
+                new.setdefault((trial.workload_id, cid, trial.evaluator.name,
+                                trial.evaluator.version), trial)
+        results = [t.result for t in new.values()]
+        connection = s.connection()
+        inserted = insert_rows(connection, m.EvaluationRow.__table__, {
+            "workload_id": [k[0] for k in new], "config_id": [k[1] for k in new],
+            "evaluator": [k[2] for k in new], "version": [k[3] for k in new],
+            "fidelity": [t.evaluator.fidelity for t in new.values()],
+            "status": [r.status.value for r in results], "reason": [r.reason for r in results],
+            "metrics": [r.metrics for r in results],
+            "tops": [r.metrics.get("tops") for r in results],
+            "elapsed_s": [r.elapsed_s for r in results]},
+            {"target_id": window.target_id, "host": window.host,
+             "versions": dict(window.versions), "created_at": created},
+            conflict=EVALUATION_IDENTITY,
+            returning=("workload_id", "evaluator", "version", "config_id", "id"))
+        evaluation_ids = self._window_evaluation_ids(
+            s, window, ids, {tuple(row[:4]): row[4] for row in inserted})
+        insert_rows(connection, m.TrialRow.__table__, {
+            "number": range(window.next_number, window.next_number + len(trials)),
+            "workload_id": [t.workload_id for t in trials], "config_id": ids,
+            "evaluation_id": [evaluation_ids[(t.workload_id, t.evaluator.name,
+                                              t.evaluator.version, cid)]
+                              for t, cid in zip(trials, ids, strict=True)],
+            "status": [t.result.status.value for t in trials],
+            "cached": [int(t.cached) for t in trials]},
+            {"study_id": window.study_id, "created_at": created})
+
+    def _window_by_rows(self: ResultStore, s: Session, window: Window,
+                        created: datetime) -> None:
+        """The window's configs, new evaluations and trials through SQLAlchemy's ``insert()``
+        of row dicts: the write path before :meth:`_window_bulk` (``BULK_WRITES = False``)."""
+        trials = window.trials
+        ids = self.config_ids(s, window.space, [t.params for t in trials])
+        new_rows, seen = [], set()
+        for trial, cid in zip(trials, ids, strict=True):
+            ev = trial.evaluator
+            if trial.cached or (trial.workload_id, cid, ev.name, ev.version) in seen:
+                continue
+            seen.add((trial.workload_id, cid, ev.name, ev.version))
+            new_rows.append(evaluation_row(window.target_id, trial.workload_id, cid, ev,
+                                           trial.result, window.host, window.versions,
+                                           created))
+        self.put_evaluations(s, new_rows)
+        evaluation_ids = self._window_evaluation_ids(s, window, ids, {})
+        self.add_trials(s, [{
+            "study_id": window.study_id, "number": window.next_number + i,
+            "workload_id": t.workload_id, "config_id": cid,
+            "evaluation_id": evaluation_ids[(t.workload_id, t.evaluator.name,
+                                             t.evaluator.version, cid)],
+            "status": t.result.status.value, "cached": int(t.cached), "created_at": created}
+            for i, (t, cid) in enumerate(zip(trials, ids, strict=True))])
+
+    def _window_evaluation_ids(self: ResultStore, s: Session, window: Window,
+                               ids: Sequence[int], known: dict[tuple[Any, ...], int],
+                               ) -> dict[tuple[Any, ...], int]:
+        """The stored evaluation of each trial of the window, by (workload id, evaluator,
+        version, config id); those in ``known`` (just inserted) are not looked up."""
+        trials = window.trials
+        evaluation_ids = dict(known)
+        for workload_id, name, version in {(t.workload_id, t.evaluator.name,
+                                            t.evaluator.version) for t in trials}:
+            wanted = [cid for t, cid in zip(trials, ids, strict=True)
+                      if (t.workload_id, t.evaluator.name) == (workload_id, name)
+                      and (workload_id, name, version, cid) not in known]
+            if BULK_WRITES:
+                stored = pairs_in(s.connection(), m.EvaluationRow.__table__, "config_id", "id",
+                                  {"target_id": window.target_id, "workload_id": workload_id,
+                                   "evaluator": name, "version": version}, wanted)
+            else:
+                stored = self.evaluation_ids(s, window.target_id, workload_id, wanted, name,
+                                             version)
+            evaluation_ids.update({(workload_id, name, version, cid): eid
+                                   for cid, eid in stored.items()})
+        return evaluation_ids
 
     def record_agreement(self: ResultStore, study_id: int, workload_id: int, rung: int,
                          cheaper: str, dearer: str, n: int, top_k: int,

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from dse.core.errors import DseError, UsageError
 from dse.storage import models as m
+from dse.storage.bulk import insert_rows, pairs_in
 from dse.storage.engine import damaged, make_engine, normalise_url, require_existing
 from dse.storage.keys import canonical_key, config_key, now
 from dse.storage.reads import StudyReads
@@ -211,6 +212,22 @@ class ResultStore(StudyReads, RunWrites):
             return []
         rows = [{"key": config_key(space, p), "space": space, "params": dict(p)} for p in params]
         return self._ids_by_key(s, m.ConfigRow, rows)
+
+    def keyed_config_ids(self, s: Session, space: str, keys: Sequence[str],
+                         params: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Like :meth:`config_ids`, for configs whose keys the caller has (``keys[i]`` is
+        ``config_key(space, params[i])``): each new config inserted once, in one bulk insert."""
+        if not keys:
+            return []
+        unique: dict[str, Mapping[str, Any]] = {}
+        for key, values in zip(keys, params, strict=True):
+            unique.setdefault(key, values)  # the first occurrence's document, as before
+        found = dict(insert_rows(s.connection(), m.ConfigRow.__table__,
+                                 {"key": list(unique), "params": list(unique.values())},
+                                 {"space": space}, conflict=["key"], returning=("key", "id")))
+        found.update(pairs_in(s.connection(), m.ConfigRow.__table__, "key", "id", {},
+                              [k for k in unique if k not in found]))
+        return [found[k] for k in keys]
 
     # -- evaluations --------------------------------------------------------------------------
     @staticmethod

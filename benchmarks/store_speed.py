@@ -1,0 +1,165 @@
+"""Storing an exhaustive study and loading it back: the bulk write and columnar read paths
+against the row-by-row paths they replaced, in the same run.
+
+Run: python benchmarks/store_speed.py [--shape 4032x4032x4032] [--postgres URL] [--repeats 3]
+
+Runs the exhaustive XDNA int8 study (139,279 trials for the default 4032^3 problem) twice into
+fresh databases, with the old write path (``dse.storage.runs.BULK_WRITES = False``: SQLAlchemy
+``insert()`` of row dicts, ``json.dumps`` per document) and the new one (driver
+``executemany`` on SQLite, ``COPY`` on PostgreSQL, orjson), timing the store's share (its
+``commit_window`` calls, in trials per second) and the whole run. Then times ``load_trials`` of
+the stored study with the old read path (``dse.storage.frames.COLUMNAR_READS = False``) and the
+new one (best of ``--repeats``). SQLite always; PostgreSQL as well with ``--postgres`` or
+``$DSE_TEST_POSTGRES_URL`` (a fresh database is created on that server for each run, and
+dropped after). Exits non-zero if the two paths stored or loaded anything different.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from goals import against_goal, best_of
+
+from dse import load_trials
+from dse.storage import frames, normalise_url, runs
+from dse.storage.store import ResultStore
+from dse.study.runner import run_study
+from dse.study.spec import study_from_dict
+
+STORE_GOAL = 50_000.0  # trials persisted per second
+LOAD_GOAL_S = 1.0  # load_trials of the whole study
+NAME = "store-speed"
+# what differs between two runs of the same study: when and how fast each trial ran
+VOLATILE = ["created_at", "elapsed_s"]
+
+
+@contextmanager
+def fresh_database(backend: str, server: str | None) -> Iterator[str]:
+    """A new, empty database: a SQLite file in a temporary folder, or a database created on
+    the PostgreSQL ``server`` (dropped afterwards)."""
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory() as folder:
+            yield str(Path(folder) / "store.db")
+        return
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    url = make_url(normalise_url(server))
+    name = f"dse_store_speed_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def store_study(storage: str, shape: str, bulk: bool) -> dict[str, float]:
+    """Run the exhaustive study into ``storage`` with the bulk or the old write path: the
+    trials stored, and the seconds (wall and CPU) spent in the store's commits and in all."""
+    spent = {"trials": 0.0, "store_s": 0.0, "store_cpu_s": 0.0}
+    commit = ResultStore.commit_window
+
+    def timed(store: ResultStore, window: Any) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        commit(store, window)
+        spent["store_s"] += time.perf_counter() - wall
+        spent["store_cpu_s"] += time.process_time() - cpu
+        spent["trials"] += len(window.trials)
+
+    runs.BULK_WRITES, ResultStore.commit_window = bulk, timed
+    start = time.perf_counter()
+    try:
+        run_study(study_from_dict({"name": NAME, "target": "xdna", "sampler": "exhaustive",
+                                   "workload": {"shape": shape, "dtype": "int8-int8"}}),
+                  storage)
+    finally:
+        runs.BULK_WRITES, ResultStore.commit_window = True, commit
+    spent["total_s"] = time.perf_counter() - start
+    return spent
+
+
+def load(storage: str, columnar: bool, repeats: int) -> tuple[float, pd.DataFrame]:
+    """Best-of-``repeats`` seconds of ``load_trials`` with the columnar or the old read path,
+    and the frame."""
+    frames.COLUMNAR_READS = columnar
+    try:
+        return best_of(repeats, lambda: load_trials(storage, NAME))
+    finally:
+        frames.COLUMNAR_READS = True
+
+
+def check(condition: bool, what: str) -> None:
+    """End the benchmark, failed, when the two paths disagree."""
+    if not condition:
+        sys.exit(f"FAILED: {what}")
+
+
+def compare_stored(old: pd.DataFrame, new: pd.DataFrame, expected: float) -> None:
+    """The same trials, configs and metrics stored by both write paths."""
+    check(len(old) == len(new) == expected,
+          f"stored {len(old):,} trials with the old path, {len(new):,} with the new one, "
+          f"{expected:,.0f} were run")
+    try:
+        pd.testing.assert_frame_equal(old.drop(columns=VOLATILE), new.drop(columns=VOLATILE),
+                                      check_exact=True)
+    except AssertionError as exc:
+        check(False, f"the two write paths stored different trials: {exc}")
+
+
+def bench(backend: str, server: str | None, shape: str, repeats: int) -> None:
+    """Both write paths into fresh databases, then both read paths of the stored study."""
+    label = f"{backend}, xdna int8 {shape} exhaustive"
+    with fresh_database(backend, server) as old_db, fresh_database(backend, server) as new_db:
+        old = store_study(old_db, shape, bulk=False)
+        new = store_study(new_db, shape, bulk=True)
+        print(f"{backend}: {new['trials']:,.0f} trials; store {new['store_s']:.2f} s "
+              f"(CPU {new['store_cpu_s']:.2f} s) of a {new['total_s']:.1f} s run; old path "
+              f"{old['store_s']:.2f} s (CPU {old['store_cpu_s']:.2f} s) of {old['total_s']:.1f} s")
+        against_goal(f"store an exhaustive study, {label}", new["trials"] / new["store_s"],
+                     STORE_GOAL, "trials/s", old=old["trials"] / old["store_s"])
+        against_goal(f"run + store an exhaustive study, {label}",
+                     new["trials"] / new["total_s"], STORE_GOAL, "trials/s",
+                     old=old["trials"] / old["total_s"])
+        load_new_s, frame = load(new_db, columnar=True, repeats=repeats)
+        load_old_s, before = load(new_db, columnar=False, repeats=repeats)
+        try:
+            pd.testing.assert_frame_equal(frame, before, check_exact=True)
+        except AssertionError as exc:
+            check(False, f"load_trials differs between the read paths: {exc}")
+        check(frame.attrs == before.attrs, "load_trials' attrs differ between the read paths")
+        compare_stored(load(old_db, columnar=True, repeats=1)[1], frame, new["trials"])
+        against_goal(f"load_trials of {len(frame):,} trials, {label}", load_new_s, LOAD_GOAL_S,
+                     "s", higher_is_better=False, old=load_old_s)
+
+
+def main() -> None:
+    """Both paths on SQLite, and on PostgreSQL when a server is given."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default="4032x4032x4032")
+    parser.add_argument("--postgres", default=os.environ.get("DSE_TEST_POSTGRES_URL"),
+                        help="a PostgreSQL server's URL (default $DSE_TEST_POSTGRES_URL)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    bench("sqlite", None, args.shape, args.repeats)
+    if args.postgres:
+        bench("postgresql", args.postgres, args.shape, args.repeats)
+    else:
+        print("postgresql: skipped (give --postgres URL or set DSE_TEST_POSTGRES_URL)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Bulk writes: many rows of one table in one call of the driver, in the caller's transaction.
+
+A study's window holds thousands of trials; through SQLAlchemy's ``insert()`` every row is a dict
+whose every value passes the column type's bind processor (``json.dumps`` for each document).
+Here the rows go to the driver as tuples, each column converted the way its type's bind
+processor would (documents by :func:`dse.storage.engine.json_dumps`, orjson's speed with the
+standard library's semantics), and a value that is the same in every row (the window's time,
+host, library versions) converted once. SQLite gets one ``executemany``; PostgreSQL a ``COPY``
+into a temporary table, then one ``INSERT ... SELECT`` (``ON CONFLICT DO NOTHING`` where rows may
+exist already), since ``COPY`` itself cannot skip a conflicting row.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import JSON, Connection, Table
+from sqlalchemy.exc import DBAPIError
+
+from dse.storage.engine import json_dumps
+
+Convert = Callable[[Any], Any]
+
+
+def converter(table: Table, name: str, dialect: Any) -> Convert | None:
+    """How a value of column ``name`` reaches the driver, as SQLAlchemy would send it (None:
+    as it is); a JSON document is encoded by :func:`json_dumps`."""
+    column_type = table.c[name].type
+    if isinstance(column_type, JSON):
+        return json_dumps
+    return column_type._cached_bind_processor(dialect)  # noqa: SLF001 - SQLAlchemy's own cache
+
+
+def driver_rows(table: Table, dialect: Any, columns: Mapping[str, Sequence[Any]],
+                constants: Mapping[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The column names and the rows as driver values: ``columns`` holds one value per row,
+    ``constants`` one value for every row (converted once)."""
+    converted = []
+    for name, values in columns.items():
+        convert = converter(table, name, dialect)
+        converted.append(values if convert is None else
+                         [None if v is None else convert(v) for v in values])
+    fixed = []
+    for name, value in constants.items():
+        convert = converter(table, name, dialect)
+        fixed.append(itertools.repeat(value if convert is None or value is None
+                                      else convert(value)))
+    if len({len(values) for values in converted}) > 1:
+        raise ValueError(f"columns of {table.name} of unequal lengths")
+    # the constants repeat without end: the per-row columns, equal in length, end the rows
+    return [*columns, *constants], list(zip(*converted, *fixed, strict=False))
+
+
+def insert_rows(connection: Connection, table: Table, columns: Mapping[str, Sequence[Any]],
+                constants: Mapping[str, Any] | None = None,
+                conflict: Sequence[str] | None = None,
+                returning: Sequence[str] = ()) -> list[tuple[Any, ...]]:
+    """Insert the rows in the connection's transaction; with ``conflict`` (the columns of a
+    unique constraint), a row whose key is already stored is skipped, as
+    ``on_conflict_do_nothing`` does. A failure raises SQLAlchemy's error and leaves the
+    transaction to be rolled back whole.
+
+    Returns the ``returning`` columns of the rows inserted, where the database can say (on
+    PostgreSQL; on SQLite, none): the caller looks up the others. A table just bulk-loaded has
+    statistics PostgreSQL has not refreshed yet, with which a lookup by the unique key scans
+    every row of the study, so the ids of new rows are best not looked up at all."""
+    names, rows = driver_rows(table, connection.dialect, columns, constants or {})
+    if not rows:
+        return []
+    if connection.dialect.name == "postgresql":
+        return _copy_rows(connection, table, names, rows, conflict, returning)
+    marks = ", ".join("?" if connection.dialect.paramstyle == "qmark" else "%s" for _ in names)
+    sql = f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({marks})"
+    if conflict:
+        sql += f" ON CONFLICT ({', '.join(conflict)}) DO NOTHING"
+    connection.exec_driver_sql(sql, rows)
+    return []
+
+
+def _copy_rows(connection: Connection, table: Table, names: list[str],
+               rows: list[tuple[Any, ...]], conflict: Sequence[str] | None,
+               returning: Sequence[str]) -> list[tuple[Any, ...]]:
+    """PostgreSQL: ``COPY`` the rows into ``table``, or, to skip conflicting rows or return
+    columns, into a temporary copy of it (dropped at commit), then move them in one
+    ``INSERT ... SELECT``; a failure is SQLAlchemy's ``DBAPIError`` of the driver's
+    error, as for any statement."""
+    columns = ", ".join(names)
+    staged = bool(conflict or returning)  # COPY can neither skip a row nor return ids
+    staging = f"dse_bulk_{table.name}" if staged else table.name
+    if staged:  # the columns' types only: no constraint, no default drawing on a sequence
+        connection.exec_driver_sql(
+            f"CREATE TEMPORARY TABLE IF NOT EXISTS {staging} ON COMMIT DROP AS "
+            f"SELECT {columns} FROM {table.name} WITH NO DATA")
+        connection.exec_driver_sql(f"TRUNCATE {staging}")
+    statement = f"COPY {staging} ({columns}) FROM STDIN"
+    dbapi = connection.dialect.loaded_dbapi
+    try:
+        with connection.connection.driver_connection.cursor() as cursor, \
+                cursor.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)
+    except dbapi.Error as exc:  # reported as SQLAlchemy reports any statement's error
+        raise DBAPIError.instance(statement, None, exc, dbapi.Error,
+                                  dialect=connection.dialect) from None
+    if not staged:
+        return []
+    sql = f"INSERT INTO {table.name} ({columns}) SELECT {columns} FROM {staging}"
+    if conflict:
+        sql += f" ON CONFLICT ({', '.join(conflict)}) DO NOTHING"
+    if not returning:
+        connection.exec_driver_sql(sql)
+        return []
+    return connection.exec_driver_sql(f"{sql} RETURNING {', '.join(returning)}").cursor.fetchall()
+
+
+def pairs_in(connection: Connection, table: Table, key: str, value: str,
+             where: Mapping[str, Any], wanted: Sequence[Any]) -> dict[Any, Any]:
+    """``{row[key]: row[value]}`` of the rows of ``table`` matching ``where`` (column: value)
+    whose ``key`` is one of ``wanted``, read with the driver's own cursor in chunks of 500 (a
+    SQLAlchemy ``in_()`` coerces each of thousands of values)."""
+    mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
+    conditions = "".join(f"{name} = {mark} AND " for name in where)
+    found: dict[Any, Any] = {}
+    unique = list(dict.fromkeys(wanted))
+    for start in range(0, len(unique), 500):
+        chunk = unique[start:start + 500]
+        sql = (f"SELECT {key}, {value} FROM {table.name} WHERE {conditions}{key} IN "
+               f"({', '.join(mark for _ in chunk)})")
+        found.update(connection.exec_driver_sql(sql, (*where.values(), *chunk)).cursor
+                     .fetchall())
+    return found

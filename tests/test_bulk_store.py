@@ -1,0 +1,194 @@
+"""Bulk writes and columnar reads of the store, against the row-by-row paths they replaced, on
+real SQLite and PostgreSQL databases (PostgreSQL skipped without ``DSE_TEST_POSTGRES_URL``)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from dse import load_trials
+from dse.core.results import EvalResult, Status
+from dse.storage import ResultStore, config_key, frames, runs
+from dse.storage import models as m
+from dse.storage.engine import json_dumps, json_loads
+from dse.storage.runs import Measured, PendingTrial, Window
+from dse.study.runner import run_study
+from dse.study.spec import study_from_dict
+
+SPACE = "space"
+BY = Measured("analytical", "1", "analytical")
+WORKLOAD = {"M": 64, "K": 64, "N": 64, "dtype": "int8-int8", "b_layout": "col", "space": SPACE}
+
+
+@pytest.fixture(params=[True, False], ids=["bulk", "rows"])
+def write_path(request):
+    """Each write path of commit_window in turn (``BULK_WRITES``), restored after."""
+    runs.BULK_WRITES = request.param
+    yield request.param
+    runs.BULK_WRITES = True
+
+
+def _window(store: ResultStore, name: str, trials: list[tuple[dict, dict, bool]],
+            next_number: int = 0) -> Window:
+    """A window of ``trials`` (params, metrics, cached) for study ``name`` (created)."""
+    claim = store.claim_study(name, {"s": name}, _Target(), "me:1", 60.0)
+    workload_id, _ = store.open_workload(claim.study_id, WORKLOAD)
+    pending = [PendingTrial(workload_id, config_key(SPACE, p), p,
+                            EvalResult(Status.OK if metrics else Status.INFEASIBLE, p, metrics,
+                                       None if metrics else "too big", 0.5), cached, BY)
+               for p, metrics, cached in trials]
+    return Window(name, claim.study_id, claim.target_id, SPACE, next_number, pending, None,
+                  "me:1", 60.0, "host", {"numpy": "2"})
+
+
+class _Target:
+    name = "t"
+
+    def digest(self) -> str:
+        return "digest"
+
+    def to_dict(self) -> dict:
+        return {"x": 1}
+
+
+def _stored(store: ResultStore) -> dict[str, list[tuple]]:
+    """Every row the windows wrote, in the order written, by content: an id as the key of the
+    config it names (ids are the database's to number), documents decoded, times left out."""
+    c, e, t = m.ConfigRow, m.EvaluationRow, m.TrialRow
+    with store.session() as s:
+        keys = dict(s.execute(select(c.id, c.key)).all())
+        configs = s.execute(select(c.key, c.space, c.params).order_by(c.id)).all()
+        evaluations = s.execute(select(
+            e.id, e.target_id, e.workload_id, e.config_id, e.evaluator, e.version, e.fidelity,
+            e.status, e.reason, e.metrics, e.tops, e.elapsed_s, e.host, e.versions)
+            .order_by(e.id)).all()
+        of_evaluation = {row[0]: keys[row[3]] for row in evaluations}
+        trials = s.execute(select(t.study_id, t.number, t.workload_id, t.config_id,
+                                  t.evaluation_id, t.status, t.cached).order_by(t.id)).all()
+    return {
+        "configs": [tuple(row) for row in configs],
+        "evaluations": [(*row[1:3], keys[row[3]], *(_plain(v) for v in row[4:]))
+                        for row in evaluations],
+        "trials": [(*row[:3], keys[row[3]], of_evaluation[row[4]], *row[5:]) for row in trials]}
+
+
+def _plain(value):
+    """NaN as a string, so two rows holding it compare equal."""
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+TRIALS = [({"a": 1, "b": "x"}, {"tops": 1.5, "bound": "memory", "l1": 3}, False),
+          ({"b": "x", "a": 1}, {"tops": 1.5, "bound": "memory", "l1": 3}, False),  # repeat
+          ({"a": 2, "b": "y"}, {"tops": 2.5, "bound": "compute", "l1": 4, "é": "ü"}, False),
+          ({"a": 3, "b": "z"}, {}, False),  # infeasible: no metrics
+          ({"a": 4, "b": "w"}, {"tops": 0.5, "note": None, "big": 10 ** 30}, False)]
+
+
+def _empty(store: ResultStore) -> None:
+    """Delete every row, ids restarting at 1 (SQLite reuses them; PostgreSQL restarts its
+    sequences)."""
+    tables = [t.name for t in reversed(m.Base.metadata.sorted_tables)]
+    with store.session() as s:
+        if store.dialect == "postgresql":
+            s.connection().exec_driver_sql(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY")
+        else:
+            for name in tables:
+                s.connection().exec_driver_sql(f"DELETE FROM {name}")
+
+
+def test_bulk_writes_store_the_rows_the_old_path_stores(storage_url):
+    store = ResultStore(storage_url)
+    stored = {}
+    for bulk in (False, True):
+        runs.BULK_WRITES = bulk
+        try:
+            _empty(store)
+            store.commit_window(_window(store, "s", TRIALS))
+            store.commit_window(_window(store, "s", TRIALS[:2], next_number=len(TRIALS)))
+            stored[bulk] = _stored(store)
+        finally:
+            runs.BULK_WRITES = True
+    assert stored[True] == stored[False]
+    assert len(stored[True]["evaluations"]) == 4 and len(stored[True]["trials"]) == 7
+
+
+def test_nan_and_infinities_round_trip_as_the_standard_library_writes_them(tmp_path,
+                                                                           write_path):
+    store = ResultStore(str(tmp_path / "nan.db"))
+    metrics = {"tops": 1.0, "t": float("nan"), "u": float("inf"), "v": -float("inf")}
+    store.commit_window(_window(store, "n", [({"a": 1}, metrics, False)]))
+    frame = load_trials(store, "n")
+    assert math.isnan(frame["t"][0]) and frame["u"][0] == math.inf
+    assert frame["v"][0] == -math.inf
+    with store.session() as s:
+        text = s.connection().exec_driver_sql("SELECT metrics FROM dse_evaluations").scalar()
+    assert json_loads(text) == {"tops": 1.0, "t": pytest.approx(float("nan"), nan_ok=True),
+                                "u": math.inf, "v": -math.inf}
+    assert "NaN" in text and "Infinity" in text
+
+
+def test_json_dumps_means_what_the_standard_library_writes():
+    for value in [{"a": 1.5, "b": "x", "c": [1, 2]}, {"a": None}, {"é": "ü"}, {"a": 1e16},
+                  {"a": 10 ** 30}, {1: 2}, {"a": float("nan")}, {}]:
+        # the text means what the standard library's means (json_loads reads integers past
+        # 64 bits as floats, whoever wrote them)
+        assert _plain(json.loads(json_dumps(value))) == _plain(json.loads(json.dumps(value)))
+    assert json_dumps({"a": float("nan")}) == json.dumps({"a": float("nan")})
+    with pytest.raises(TypeError):
+        json_dumps({"a": object()})
+
+
+def test_nan_is_refused_on_postgresql_as_before(postgres_url, write_path):
+    # PostgreSQL's JSON type takes no NaN: both paths refuse the window, and store nothing
+    from sqlalchemy.exc import DataError
+
+    store = ResultStore(postgres_url)
+    with pytest.raises(DataError):
+        store.commit_window(_window(store, "n", [({"a": 1}, {"t": float("nan")}, False)]))
+    assert _stored(store)["trials"] == []
+
+
+def test_a_failing_window_leaves_nothing_half_stored(storage_url, write_path):
+    store = ResultStore(storage_url)
+    store.commit_window(_window(store, "f", TRIALS[:1]))
+    before = _stored(store)
+    # trial number 0 exists already: the trials' insert fails after the configs' and the
+    # evaluations' did
+    with pytest.raises(IntegrityError):
+        store.commit_window(_window(store, "f", TRIALS[2:], next_number=0))
+    assert _stored(store) == before
+
+
+def test_the_columnar_frame_equals_the_old_one():
+    texts = ['{"i": 1, "f": 2.5, "s": "a", "b": true}', '{"f": 3, "i": 2, "s": "b", "b": false}',
+             '{"i": 3, "f": null, "b": true, "late": "x"}']
+    cases = [texts, [*texts, '{"i": 1.5}'], ['{"t": "2024-01-01"}', '{"t": "x"}'],
+             ['{"n": [1, 2]}', '{"n": {"a": 1}}'], ['{"b": true}', '{}'], ['{}', '{}'],
+             ['{"x": NaN}', '{"x": 1.0}'], ['{"i": 1}', '{"i": "s"}'], ['{"z": null}']]
+    for case in cases:
+        old = pd.DataFrame.from_records([json_loads(t) for t in case])
+        pd.testing.assert_frame_equal(frames.documents_frame(case), old, check_exact=True)
+
+
+def test_load_trials_of_a_real_study_equals_the_old_path(storage_url):
+    spec = study_from_dict({"name": "e", "target": "xdna", "sampler": "exhaustive",
+                            "workload": {"shape": "128x128x128", "dtype": "int8-int8"}})
+    run_study(spec, storage_url)
+    new = load_trials(storage_url, "e")
+    frames.COLUMNAR_READS = False
+    try:
+        old = load_trials(storage_url, "e")
+    finally:
+        frames.COLUMNAR_READS = True
+    assert len(new) > 100
+    pd.testing.assert_frame_equal(new, old, check_exact=True)
+    assert new.attrs == old.attrs
