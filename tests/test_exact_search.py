@@ -162,3 +162,15 @@ def test_rank_breaks_ties_by_memory_then_parameter_codes():
     top.add({"a": np.array([0]), "b": np.array([0])},
             {"tops": np.array([3.0]), "l1_bytes": np.array([4])})
     assert top.batch["a"].tolist() == [0, 1] and top.threshold == 3.0
+
+
+@pytest.mark.parametrize(("target", "dtype", "shape", "fix"), [
+    ("h200", "bf16-bf16", "4096x4096x4096", None),
+    ("h100", "fp16-fp16", "16x4096x4096", None),
+    ("h200", "fp32-fp32", "1000x3000x77", {"SPLIT_K": 4}),
+    ("h100", "bf16-bf16", "8192x128x8192", {"num_stages": 2, "BLOCK_K": 64}),
+])
+def test_pruned_search_equals_brute_force_on_gpu_spaces(target, dtype, shape, fix):
+    ctx = build_context(target, dtype, shape)
+    pruned, brute = assert_same_search(ctx, fix=fix, top=30)
+    assert pruned.n_scored < brute.n_feasible

@@ -15,6 +15,7 @@ found, so the search can place them too.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,3 +68,58 @@ class SearchTree(ABC):
         """Every config that differs from one of ``batch`` only in dominated choices (empty
         when the tree leaves none out)."""
         return {name: values[:0] for name, values in batch.items()}
+
+
+def product(values: Mapping[str, Sequence[int]]) -> ConfigBatch:
+    """Every combination of ``values`` (name -> codes), the last name varying fastest."""
+    names = list(values)
+    mesh = np.meshgrid(*(np.asarray(values[n], dtype=np.int64) for n in names), indexing="ij")
+    return {n: m.ravel() for n, m in zip(names, mesh, strict=True)}
+
+
+Bound = Callable[[ConfigBatch], np.ndarray]
+
+
+def _cross(keys: ConfigBatch, more: ConfigBatch) -> ConfigBatch:
+    """Each row of ``keys`` with every row of ``more``."""
+    rows = len(next(iter(keys.values())))
+    size = len(next(iter(more.values()))) if more else 1
+    return {**{n: np.repeat(v, size) for n, v in keys.items()},
+            **{n: np.tile(v, rows) for n, v in more.items()}}
+
+
+class ProductTree(SearchTree):
+    """A space that is the product of its parameters' values, split into levels that each add
+    some parameters (with a bound of the objective over every node), the parameters no level
+    names enumerated below the last.
+
+    Args:
+        values: codes each parameter takes, in the space's parameter order.
+        splits: per level, what it fixes (for the report), the parameters it adds and the upper
+            bound of the objective over each of its nodes (given the nodes' keys).
+    """
+
+    def __init__(self, values: Mapping[str, Sequence[int]],
+                 splits: Sequence[tuple[str, Sequence[str], Bound]]) -> None:
+        self.values, self.splits = dict(values), list(splits)
+        named = {n for _, names, _ in self.splits for n in names}
+        self.rest = [n for n in values if n not in named]
+        self.levels = tuple(label for label, _, _ in self.splits)
+        self.box = int(np.prod([len(v) for v in values.values()]))
+
+    def _values(self, names: Sequence[str]) -> ConfigBatch:
+        return product({n: self.values[n] for n in names})
+
+    def roots(self) -> Nodes:
+        _, names, bound = self.splits[0]
+        keys = self._values(names)
+        return Nodes(keys, bound(keys))
+
+    def expand(self, level: int, nodes: Nodes) -> Nodes | ConfigBatch:
+        if level + 1 < len(self.splits):
+            _, names, bound = self.splits[level + 1]
+            keys = _cross(nodes.keys, self._values(names))
+            return Nodes(keys, bound(keys))
+        batch = _cross(nodes.keys, self._values(self.rest)) if self.rest else nodes.keys
+        return {n: batch[n] for n in self.values}
+

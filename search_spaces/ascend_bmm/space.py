@@ -11,7 +11,6 @@ branch does not use are neutral (1 or the target's full core count) and checked 
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 
 from dse.core.params import ChoiceParam, ConfigBatch, IntParam, Param, Rule
 from dse.core.space import SearchSpace
+from dse.core.tree import product
 from dse.core.workload import BatchedGemmWorkload
 from search_spaces.ascend_bmm.geometry import BRANCH, Geometry, geometry
 from search_spaces.ascend_bmm.rules import BRANCHES, largest_divisor
@@ -269,19 +269,21 @@ class AscendBmmSpace(SearchSpace):
             choices = [self._domain(p) if p in free else [neutral[p]] for p in others]
             tiles = [[fixed[t]] if t in fixed else list(
                 ENUMERATED_BASE_K if t == "base_k" else ENUMERATED_BASES) for t in TILES]
-            configs = []
-            for bm, bn, bk in itertools.product(*tiles):
-                for sm, sn, kk in itertools.product(ENUMERATED_MULTIPLES, ENUMERATED_MULTIPLES,
-                                                    ENUMERATED_K_MULTIPLES):
-                    block = {"single_core_m": fixed.get("single_core_m", bm * sm),
-                             "single_core_n": fixed.get("single_core_n", bn * sn),
-                             "k_l1": fixed.get("k_l1", bk * kk)}
-                    for combo in itertools.product(*choices):
-                        configs.append({"branch": branch, "base_m": bm, "base_n": bn,
-                                        "base_k": bk, **block,
-                                        **dict(zip(others, combo, strict=True))})
-            batch = self.encode([{n: c[n] for n in self._params} for c in configs])
-            yield batch, len(configs)
+            # the product, in the order of nested loops over tiles, multiples, then the others
+            axes = {**dict(zip(TILES, tiles, strict=True)), "sm": ENUMERATED_MULTIPLES,
+                    "sn": ENUMERATED_MULTIPLES, "kk": ENUMERATED_K_MULTIPLES,
+                    **{p: [self._params[p].encode(v) for v in values]
+                       for p, values in zip(others, choices, strict=True)}}
+            grid = product(axes)
+            size = len(grid["sm"])
+            batch = {"branch": np.full(size, self._params["branch"].encode(branch)),
+                     **{t: grid[t] for t in TILES}, **{p: grid[p] for p in others}}
+            for name, tile, multiple in (("single_core_m", "base_m", "sm"),
+                                         ("single_core_n", "base_n", "sn"),
+                                         ("k_l1", "base_k", "kk")):
+                batch[name] = (np.full(size, fixed[name]) if name in fixed
+                               else grid[tile] * grid[multiple])
+            yield {n: batch[n].astype(np.int64) for n in self._params}, size
 
     def _branch_neutral(self, branch: str, base: Mapping[str, Any]) -> dict[str, Any]:
         """``base`` with the branch-only parameters set as ``branch`` needs them."""

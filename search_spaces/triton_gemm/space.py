@@ -13,6 +13,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution
 from dse.core.errors import UsageError
 from dse.core.params import ConfigBatch
 from dse.core.space import Calibratable, SearchSpace
+from dse.core.tree import ProductTree
 from dse.core.workload import GemmWorkload
 from search_spaces.triton_gemm.rules import BLOCKS, DOMAINS, covering, parameters, rules
 from search_spaces.triton_gemm.target import GpuTarget
@@ -76,6 +77,46 @@ class TritonGemmSpace(SearchSpace):
             batch = {n: combos[:, i] for i, n in enumerate(axes)}
             batch["SPLIT_K"] = np.full(len(combos), split, dtype=np.int64)
             yield {n: batch[n] for n in self._params}, len(combos)
+
+    def search_tree(self, fix: Mapping[str, Any] | None = None,
+                    free: Iterable[str] = ()) -> ProductTree:
+        """The space (as :meth:`chunks` walks it) in two levels of the model's structure:
+        (BLOCK_M, BLOCK_N, SPLIT_K), bounded by its padded MACs at the tensor cores' sustained
+        peak; then BLOCK_K, stages and warps, which fix the program's compute time (GROUP_M only
+        moves HBM traffic), bounded by that time against the least HBM traffic (A, B and C
+        once); GROUP_M below."""
+        fixed, _ = self._fixed_and_free(fix, free, overlap_ok=True)
+        values = {n: [fixed[n]] if n in fixed else list(v) for n, v in DOMAINS.items()}
+        return ProductTree(values, [
+            ("C block and split (BLOCK_M, BLOCK_N, SPLIT_K)", ("BLOCK_M", "BLOCK_N", "SPLIT_K"),
+             self._block_bound),
+            ("program (BLOCK_K, num_stages, num_warps)", ("BLOCK_K", "num_stages", "num_warps"),
+             self._program_bound)])
+
+    def _least_memory_s(self) -> float:
+        w, model = self.workload, self.target.model
+        least = (w.M * w.K + w.K * w.N) * w.dtype.in_bytes + w.M * w.N * w.dtype.out_bytes
+        return least / (self.target.device.hbm_bytes_per_s * model.hbm_efficiency)
+
+    def _tops(self, t_compute: np.ndarray) -> np.ndarray:
+        latency = np.maximum(t_compute, self._least_memory_s()) + self.target.model.launch_s
+        return 2.0 * self.workload.macs / latency / 1e12
+
+    def _block_bound(self, keys: ConfigBatch) -> np.ndarray:
+        w, target = self.workload, self.target
+        bm, bn = keys["BLOCK_M"].astype(np.float64), keys["BLOCK_N"].astype(np.float64)
+        # every C tile's programs do the whole K between them, at no more than the peak
+        padded_macs = np.ceil(w.M / bm) * bm * np.ceil(w.N / bn) * bn * w.K
+        peak = target.peak_flops(w.dtype.input) * target.model.mma_efficiency
+        return self._tops(2 * padded_macs / peak)
+
+    def _program_bound(self, keys: ConfigBatch) -> np.ndarray:
+        from dse.core.registry import family
+
+        model = family(self.name).model
+        assert model is not None  # the family registers its analytical model
+        probe = {**keys, "GROUP_M": np.full(len(keys["BLOCK_M"]), DOMAINS["GROUP_M"][0])}
+        return self._tops(model(probe, self.target, self.workload)["t_comp_s"])
 
     def n_chunks(self, free: Iterable[str] = ()) -> int:
         return len(DOMAINS["SPLIT_K"])

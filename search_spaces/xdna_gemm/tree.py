@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dse.core import ConfigBatch, Nodes, Param, SearchTree
+from dse.core import ConfigBatch, Nodes, Param, SearchTree, product
 from dse.core.workload import GemmWorkload
 from search_spaces.xdna_gemm.constraints import ARRAY_RULES
 from search_spaces.xdna_gemm.enumeration import l1_max_k, max_k_mt_multiple, tile_domains
@@ -40,13 +40,6 @@ SHADOW_DEPTH, KEPT_DEPTH = 3, 2
 
 Score = Callable[[ConfigBatch, XdnaTarget, GemmWorkload], dict[str, np.ndarray]]
 Satisfies = Callable[[str, ConfigBatch], np.ndarray]
-
-
-def _grid(values: Mapping[str, Sequence[int]]) -> ConfigBatch:
-    """Every combination of ``values`` (name -> codes), the last name varying fastest."""
-    names = list(values)
-    mesh = np.meshgrid(*(np.asarray(values[n], dtype=np.int64) for n in names), indexing="ij")
-    return {n: m.ravel() for n, m in zip(names, mesh, strict=True)}
 
 
 def _repeat(batch: ConfigBatch, counts: np.ndarray) -> ConfigBatch:
@@ -87,7 +80,7 @@ class XdnaTree(SearchTree):
 
     # -- level 0: array use -----------------------------------------------------------------
     def roots(self) -> Nodes:
-        groups = _grid({g: self.allowed[g] for g in GROUP})
+        groups = product({g: self.allowed[g] for g in GROUP})
         probe = self._with_tiles(groups, self.spec.r, self.spec.s, self.spec.t, self.spec.s)
         fits = np.ones(len(groups["m_rows"]), dtype=bool)
         for rule in ARRAY_RULES:
@@ -117,7 +110,7 @@ class XdnaTree(SearchTree):
         m_step, n_step = spec.r * spec.expand_r, spec.t * spec.expand_t
         ms = fixed.get("m_ct", np.arange(m_step, hi["m_ct"] + 1, m_step))
         ns = fixed.get("n_ct", np.arange(n_step, hi["n_ct"] + 1, n_step))
-        pairs = _grid({"m_ct": ms, "n_ct": ns})
+        pairs = product({"m_ct": ms, "n_ct": ns})
         k_max = self._k_max(pairs["m_ct"], pairs["n_ct"])
         pairs = {n: v[k_max > 0] for n, v in pairs.items()}
         n_groups, n_pairs = len(groups["m_rows"]), len(pairs["m_ct"])
@@ -194,7 +187,7 @@ class XdnaTree(SearchTree):
         kept = {b: [d for d in self.allowed[b] if not (b in self.shadowed and d == SHADOW_DEPTH)]
                 for b in BUFFER_PARAMS}
         kept["bd_scheme"] = [self.bd_best] if self.bd_shadowed else list(self.allowed["bd_scheme"])
-        choices = _grid(kept)
+        choices = product(kept)
         n_tiles, n_choices = len(tiles["k_ct"]), len(choices["bd_scheme"])
         batch = {**{n: np.repeat(v, n_choices) for n, v in tiles.items()},
                  **{n: np.tile(v, n_tiles) for n, v in choices.items()}}
