@@ -72,7 +72,9 @@ def main() -> int:
     ctx = build_context(args.target, args.dtype, args.shape)
     problem = f"{args.target} {args.dtype} {args.shape}"
     ok, default = True, None
-    for free in ((), ("bd_scheme",), ("buf_a_l1",)):
+    # one more parameter free: the two examples, where the space has them
+    more = [(p,) for p in ("bd_scheme", "buf_a_l1") if p in ctx.space.params()]
+    for free in ((), *more):
         label = "default space" + (f" + {free[0]} free" if free else "")
         print(f"{problem}, {label}:")
         new_s, new = timed(ctx, free, True, args.top, args.repeats)

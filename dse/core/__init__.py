@@ -31,7 +31,7 @@ _EXPORTS: dict[str, str] = {
                      "Evaluator", "EvaluatorError", "failed_results", "require_fits",
                      "run_feasible", "score_batch"), "evaluator"),
     **dict.fromkeys(("Candidate", "SearchOutcome"), "outcome"),
-    **dict.fromkeys(("Nodes", "ProductTree", "SearchTree", "product"), "tree"),
+    **dict.fromkeys(("Nodes", "ProductTree", "SearchTree", "cross", "product"), "tree"),
     **dict.fromkeys(("Family", "Model"), "family"),
     **dict.fromkeys(("available_targets", "build_context", "build_evaluator", "evaluator_class",
                      "evaluator_names", "families", "family", "load_target", "register",
@@ -128,5 +128,5 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         scalar,
         with_dotted,
     )
-    from dse.core.tree import Nodes, ProductTree, SearchTree, product
+    from dse.core.tree import Nodes, ProductTree, SearchTree, cross, product
     from dse.core.workload import BatchedGemmWorkload, GemmWorkload, Workload

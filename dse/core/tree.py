@@ -80,7 +80,7 @@ def product(values: Mapping[str, Sequence[int]]) -> ConfigBatch:
 Bound = Callable[[ConfigBatch], np.ndarray]
 
 
-def _cross(keys: ConfigBatch, more: ConfigBatch) -> ConfigBatch:
+def cross(keys: ConfigBatch, more: ConfigBatch) -> ConfigBatch:
     """Each row of ``keys`` with every row of ``more``."""
     rows = len(next(iter(keys.values())))
     size = len(next(iter(more.values()))) if more else 1
@@ -118,8 +118,8 @@ class ProductTree(SearchTree):
     def expand(self, level: int, nodes: Nodes) -> Nodes | ConfigBatch:
         if level + 1 < len(self.splits):
             _, names, bound = self.splits[level + 1]
-            keys = _cross(nodes.keys, self._values(names))
+            keys = cross(nodes.keys, self._values(names))
             return Nodes(keys, bound(keys))
-        batch = _cross(nodes.keys, self._values(self.rest)) if self.rest else nodes.keys
+        batch = cross(nodes.keys, self._values(self.rest)) if self.rest else nodes.keys
         return {n: batch[n] for n in self.values}
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dse.core import ConfigBatch, Nodes, Param, SearchTree, product
+from dse.core import ConfigBatch, Nodes, Param, SearchTree, cross, product
 from dse.core.workload import GemmWorkload
 from search_spaces.xdna_gemm.constraints import ARRAY_RULES
 from search_spaces.xdna_gemm.enumeration import l1_max_k, max_k_mt_multiple, tile_domains
@@ -113,9 +113,7 @@ class XdnaTree(SearchTree):
         pairs = product({"m_ct": ms, "n_ct": ns})
         k_max = self._k_max(pairs["m_ct"], pairs["n_ct"])
         pairs = {n: v[k_max > 0] for n, v in pairs.items()}
-        n_groups, n_pairs = len(groups["m_rows"]), len(pairs["m_ct"])
-        keys = {**{n: np.repeat(v, n_pairs) for n, v in groups.items()},
-                **{n: np.tile(v, n_groups) for n, v in pairs.items()}}
+        keys = cross(groups, pairs)
         return Nodes(keys, self._pair_bound(keys))
 
     def _k_max(self, m: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -187,10 +185,7 @@ class XdnaTree(SearchTree):
         kept = {b: [d for d in self.allowed[b] if not (b in self.shadowed and d == SHADOW_DEPTH)]
                 for b in BUFFER_PARAMS}
         kept["bd_scheme"] = [self.bd_best] if self.bd_shadowed else list(self.allowed["bd_scheme"])
-        choices = product(kept)
-        n_tiles, n_choices = len(tiles["k_ct"]), len(choices["bd_scheme"])
-        batch = {**{n: np.repeat(v, n_choices) for n, v in tiles.items()},
-                 **{n: np.tile(v, n_tiles) for n, v in choices.items()}}
+        batch = cross(tiles, product(kept))
         return {name: batch[name] for name in self.params}
 
     def shadows(self, batch: ConfigBatch) -> ConfigBatch:
