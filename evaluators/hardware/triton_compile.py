@@ -95,6 +95,11 @@ def _mma_kind(ptx: str) -> str:
     return "mma" if "mma.sync" in ptx else "none"
 
 
+# CPython 3.11 (3.11.7 here) can raise "AST constructor recursion depth mismatch" when threads
+# build ASTs at once (CPython gh-106905): Triton parses the kernel in each compile
+AST_ATTEMPTS = 3
+
+
 def compile_job(job: dict[str, Any], arch: int = 90) -> dict[str, Any]:
     """Compile one config for ``sm_<arch>``: ``ok`` with Triton's shared memory, ptxas's
     registers and spills, the MMA instructions used, whether it loads through TMA and the
@@ -108,11 +113,17 @@ def compile_job(job: dict[str, Any], arch: int = 90) -> dict[str, Any]:
     start = time.perf_counter()
     try:
         signature, constexprs, attrs = specialised_signature(job)
-        compiled = triton.compile(
-            ASTSource(fn=triton_kernel.kernel(), signature=signature, constexprs=constexprs,
-                      attrs=attrs),
-            target=GPUTarget("cuda", arch, 32),
-            options={"num_warps": job["num_warps"], "num_stages": job["num_stages"]})
+        for attempt in range(AST_ATTEMPTS):
+            try:
+                compiled = triton.compile(
+                    ASTSource(fn=triton_kernel.kernel(), signature=signature,
+                              constexprs=constexprs, attrs=attrs),
+                    target=GPUTarget("cuda", arch, 32),
+                    options={"num_warps": job["num_warps"], "num_stages": job["num_stages"]})
+                break
+            except SystemError as exc:  # CPython's own, not the compiler's: compile again
+                if "recursion depth mismatch" not in str(exc) or attempt + 1 == AST_ATTEMPTS:
+                    raise
         report = _ptxas_report(compiled.asm["ptx"], arch)
     except Exception as exc:  # noqa: BLE001 - the compiler's message is the result
         refused = triton_kernel.rejected_by_compiler(exc)  # as the GPU run would judge it
