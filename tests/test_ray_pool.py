@@ -97,7 +97,7 @@ def test_a_cluster_address_where_something_else_answers_is_refused(tmp_path, rep
 
 def test_a_ray_head_passes_the_address_check():
     """The check speaks HTTP/2 to the head's GCS, which is what a real cluster answers."""
-    from dse.study.pool import _require_listening
+    from dse.study.ray_start import _require_listening
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -130,7 +130,7 @@ def test_a_ray_head_passes_the_address_check():
 
 def test_a_tls_cluster_is_only_checked_for_answering(monkeypatch):
     """A head started with RAY_USE_TLS speaks no plain HTTP/2: what answers is let through."""
-    from dse.study.pool import _require_listening
+    from dse.study.ray_start import _require_listening
 
     monkeypatch.setenv("RAY_USE_TLS", "1")
     port, thread, server = _serve_once(b"\x15\x03\x03\x00\x02\x02\x46")  # a TLS alert
@@ -205,12 +205,151 @@ def test_a_worker_that_keeps_dying_stops_the_study_and_nothing_is_cached(tmp_pat
 
 
 def test_a_local_ray_starts_no_web_dashboard():
-    pool = RayPool(2)
+    from dse.core.registry import build_evaluator
+    from dse.study.ray_start import dashboard_ports
+
+    pool = RayPool(2, evaluator=build_evaluator("synthetic", {"work_s": 0.01}))
     try:
+        pool.wait_ready()  # its actors too
         import ray
 
         assert not ray._private.worker._global_node.address_info.get("webui_url")
         with socket.socket() as probe:
             assert probe.connect_ex(("127.0.0.1", 8265)) != 0
+        assert dashboard_ports() == []  # Ray's dashboard process serves nothing
     finally:
         pool.close()
+
+
+def _batch_and_ctx(shape: str, n: int) -> tuple[Any, Any]:
+    """``n`` feasible configs of an xdna2 ``shape`` GEMM, and their context."""
+    import numpy as np
+
+    from dse.core import batch_take, build_context
+    from dse.study.exhaustive import feasible_configs
+
+    ctx = build_context("xdna2", "int8-int8", shape)
+    spec = make_spec(evaluator={"name": "synthetic", "options": {"work_s": 0.001}},
+                     sampler="exhaustive", workload={"shape": shape, "dtype": "int8-int8"})
+    return batch_take(feasible_configs(ctx, spec), np.arange(n)), ctx
+
+
+def _same(results: list[Any], expected: list[Any]) -> bool:
+    """The same statuses, configs, metrics and reasons (not the times they took)."""
+    def what(r: Any) -> tuple[Any, ...]:
+        return r.status, r.params, r.metrics, r.reason
+
+    return [what(r) for r in results] == [what(r) for r in expected]
+
+
+def test_warm_actors_give_the_in_process_results_in_order():
+    """The same actors (processes) serve every batch, a second workload and a second evaluator
+    included, with the results the runner's own process gives, in the configs' order."""
+    from dse.core.registry import build_evaluator
+    from dse.study.pool import ACTORS, InProcessPool
+
+    plain = build_evaluator("synthetic", {"work_s": 0.001})
+    failing = build_evaluator("synthetic", {"work_s": 0.001, "fail_fraction": 0.5})
+    here = InProcessPool()
+    pool = RayPool(2, evaluator=plain)
+    try:
+        assert pool.mode == ACTORS
+        pool.wait_ready()
+        import ray
+
+        pids = sorted(ray.get([slot.ready for slot in pool._slots]))
+        assert len(set(pids)) == 2 and os.getpid() not in pids
+        for shape, n in (("1024x1024x1024", 7), ("2048x512x1024", 5), ("1024x1024x1024", 1)):
+            batch, ctx = _batch_and_ctx(shape, n)
+            for evaluator in (plain, failing):
+                results = pool.evaluate(evaluator, batch, ctx)
+                assert _same(results, here.evaluate(evaluator, batch, ctx))
+        assert {r.status.value for r in pool.evaluate(failing, *_batch_and_ctx(
+            "1024x1024x1024", 7))} == {"ok", "failed"}
+        again = sorted(ray.get([slot.actor.ready.remote() for slot in pool._slots]))
+        assert again == pids and not pool.take_faults()  # warm: never started again
+    finally:
+        pool.close()
+
+
+def test_a_bug_in_the_evaluator_stops_the_study_from_an_actor(tmp_path):
+    """The evaluator's own exception (not declared) reaches the driver as itself: no fault, no
+    retry; the study fails."""
+    from dse.core import EvaluatorError
+    from dse.core.registry import build_evaluator
+    from evaluators.synthetic import SyntheticEvaluator
+
+    class Broken(SyntheticEvaluator):  # defined here: pickled by value into the actors
+        def evaluate_feasible(self, batch, ctx):
+            return [{"not": "a result"}[0]]
+
+    pool = RayPool(2, evaluator=build_evaluator("synthetic", {"work_s": 0.001}))
+    try:
+        batch, ctx = _batch_and_ctx("1024x1024x1024", 4)
+        with pytest.raises(EvaluatorError, match="KeyError"):
+            pool.evaluate(Broken(work_s=0.001), batch, ctx)
+        assert not pool.take_faults()
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize("mode", ["actors", "tasks"])
+def test_a_lost_worker_is_a_fault_in_either_mode(tmp_path, monkeypatch, mode):
+    """The old way (tasks, forced with DSE_RAY_POOL) keeps the fault semantics too; with actors
+    a lost worker is replaced and its chunk evaluated again on the new one."""
+    from dse.study.pool import MODE_ENV
+
+    monkeypatch.setenv(MODE_ENV, mode)
+    storage = str(tmp_path / "r.db")
+    summary = run_study(_dying(tmp_path, "once", trials=6), storage)
+    assert summary.status == "finished" and summary.workloads[0].evaluated == 6
+    faults = open_store(storage).faults("t")
+    kinds = {"actors": {"ActorDiedError", "RayActorError"},
+             "tasks": {"WorkerCrashedError", "RayTaskError"}}[mode]
+    assert len(faults) > 0 and set(faults["kind"]) <= kinds, faults["kind"]
+    assert faults["retried"].all() and (faults["attempt"] == 1).all()
+
+
+def test_a_ladder_on_two_workers_finishes(tmp_path):
+    """The runner's own pool (the ladder's last evaluator) and the rung's pool share one Ray:
+    actors hold a CPU each for life, so the unused pool must hold none."""
+    from dse.study.spec import study_from_dict
+
+    spec = study_from_dict({
+        "name": "t", "target": "xdna2", "workers": 2,
+        "workload": {"shape": "2048x2048x2048", "dtype": "int8-int8"},
+        "ladder": [{"evaluator": "analytical", "keep": 4},
+                   {"evaluator": "synthetic", "options": {"work_s": 0.01}}]})
+    summary = run_study(spec, str(tmp_path / "r.db"))
+    assert summary.status == "finished" and summary.workloads[0].evaluated > 0
+
+
+def test_where_evaluations_run():
+    """Actors on a local Ray; tasks on a cluster, for a device, or when DSE_RAY_POOL says so."""
+    from dse.core.registry import build_evaluator
+    from dse.study.pool import MODE_ENV, ray_mode
+
+    synthetic = build_evaluator("synthetic", {"work_s": 0.01})
+    assert ray_mode(synthetic, None) == "actors"
+    assert ray_mode(synthetic, "auto") == "tasks"
+
+    class OnADevice(type(synthetic)):
+        device = "npu0"
+
+    assert ray_mode(OnADevice(), None) == "tasks"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(MODE_ENV, "tasks")
+        assert ray_mode(synthetic, None) == "tasks"
+        mp.setenv(MODE_ENV, "threads")
+        with pytest.raises(UsageError, match="DSE_RAY_POOL=threads: one of actors, tasks"):
+            ray_mode(synthetic, None)
+
+
+def test_the_dashboard_check_sees_a_listening_port():
+    """What dashboard_ports reads (/proc's listening sockets) finds one opened here."""
+    from dse.study.ray_start import _listening_sockets
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        assert server.getsockname()[1] in _listening_sockets().values()
