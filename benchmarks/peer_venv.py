@@ -40,3 +40,16 @@ def imports(python: Path, module: str) -> bool:
         return False
     return subprocess.run([str(python), "-c", f"import {module}"],
                           capture_output=True).returncode == 0
+
+
+def peer_or_none(tool: str, given: str | None, option: str, variable: str, venv: str,
+                 packages: Sequence[str], setup: bool, module: str) -> Path | None:
+    """:func:`peer_python` when it imports ``module``; else None, after saying on stderr how
+    to get one (``option`` is the command line's way to give it)."""
+    python = peer_python(given, variable, venv, packages, setup)
+    if imports(python, module):
+        return python
+    print(f"no {tool} interpreter at {python}: pass {option} PATH, set {variable}, or run "
+          f"with --setup to create {venv} (needs pip access to {' and '.join(packages)})",
+          file=sys.stderr)
+    return None

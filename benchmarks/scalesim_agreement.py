@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from peer_venv import imports, peer_python
+from peer_venv import peer_or_none
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -102,12 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--setup", action="store_true",
                         help=f"create {DEFAULT_VENV.name} with SCALE-Sim first (pip)")
     args = parser.parse_args(argv)
-    python = peer_python(args.scalesim_python, "DSE_SCALESIM_PYTHON", DEFAULT_VENV.name,
-                         ("scalesim==3.0.0", "numpy<2.4"), args.setup)
-    if not imports(python, "scalesim.scale_sim"):
-        print(f"no SCALE-Sim 3.0 interpreter at {python}: pass --scalesim-python PATH, set "
-              "DSE_SCALESIM_PYTHON, or run with --setup to create .scalesim-venv (needs pip "
-              "access to scalesim==3.0.0)", file=sys.stderr)
+    python = peer_or_none("SCALE-Sim 3.0", args.scalesim_python, "--scalesim-python",
+                          "DSE_SCALESIM_PYTHON", DEFAULT_VENV.name,
+                          ("scalesim==3.0.0", "numpy<2.4"), args.setup, "scalesim.scale_sim")
+    if python is None:
         return 2
 
     results, wall = run_scalesim(python, CASES)

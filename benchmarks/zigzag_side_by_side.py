@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from peer_venv import imports, peer_python
+from peer_venv import peer_or_none
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VENV = ROOT / ".zigzag-venv"
@@ -181,12 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.zigzag_driver:
         zigzag_driver((m, k, n), args.zigzag_repeats, args.zigzag_driver)
         return 0
-    python = peer_python(args.zigzag_python, "DSE_ZIGZAG_PYTHON", DEFAULT_VENV.name,
-                         ("zigzag-dse", "six"), args.setup)
-    if not imports(python, "zigzag.api"):
-        print(f"no ZigZag interpreter at {python}: pass --zigzag-python PATH, set "
-              "DSE_ZIGZAG_PYTHON, or run with --setup to create .zigzag-venv (needs pip "
-              "access to zigzag-dse and six)", file=sys.stderr)
+    python = peer_or_none("ZigZag", args.zigzag_python, "--zigzag-python", "DSE_ZIGZAG_PYTHON",
+                          DEFAULT_VENV.name, ("zigzag-dse", "six"), args.setup, "zigzag.api")
+    if python is None:
         return 2
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -161,7 +161,9 @@ def documents_frame(texts: Sequence[str]) -> pd.DataFrame:
     every column is of a plain type, else decoded one by one."""
     try:
         table = pa_json.read_json(io.BytesIO("\n".join(texts).encode()))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # NaN, a type changing, ...
+    # NaN or Infinity (not JSON to Arrow), a key whose type changes between documents, or a
+    # nesting Arrow cannot read: those documents are decoded one by one below
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         table = None
     if table is not None and table.num_rows == len(texts) and table.num_columns and all(
             field.type in _PLAIN_TYPES

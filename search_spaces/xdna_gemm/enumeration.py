@@ -65,6 +65,11 @@ def max_k_mt_multiple(tiles: ConfigBatch, target: XdnaTarget, workload: GemmWork
     return np.clip(np.minimum(j_k, j_l2), 0, None)
 
 
+def ordinal(counts: np.ndarray) -> np.ndarray:
+    """1, 2, ..., c for each count c, concatenated (the multiple of each repeated row)."""
+    return np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts) + 1
+
+
 def _values(name: str, step: int, hi: int, fixed: Mapping[str, int]) -> np.ndarray:
     if name in fixed:
         return np.array([fixed[name]], dtype=np.int64)
@@ -93,7 +98,7 @@ def enumerate_tiles(
     else:
         count = np.clip(k_max // spec.s, 0, None)
         m3, n3 = np.repeat(mm, count), np.repeat(nn, count)
-        k3 = (np.arange(len(m3)) - np.repeat(np.cumsum(count) - count, count) + 1) * spec.s
+        k3 = ordinal(count) * spec.s
 
     base = {name: np.full(len(m3), value, dtype=np.int64) for name, value in other.items()}
     if "k_mt" in fixed:
@@ -102,7 +107,7 @@ def enumerate_tiles(
 
     reps = max_k_mt_multiple({**base, "m_ct": m3, "k_ct": k3, "n_ct": n3}, target, workload)
     m4, n4, k4 = np.repeat(m3, reps), np.repeat(n3, reps), np.repeat(k3, reps)
-    j = np.arange(len(k4)) - np.repeat(np.cumsum(reps) - reps, reps) + 1
+    j = ordinal(reps)
     base = {name: np.full(len(m4), value, dtype=np.int64) for name, value in other.items()}
     return {**base, "m_ct": m4, "k_ct": k4, "n_ct": n4, "k_mt": j * k4}
 

@@ -29,7 +29,12 @@ import numpy as np
 from dse.core import ConfigBatch, Nodes, Param, SearchTree, cross, product
 from dse.core.workload import GemmWorkload
 from search_spaces.xdna_gemm.constraints import ARRAY_RULES
-from search_spaces.xdna_gemm.enumeration import l1_max_k, max_k_mt_multiple, tile_domains
+from search_spaces.xdna_gemm.enumeration import (
+    l1_max_k,
+    max_k_mt_multiple,
+    ordinal,
+    tile_domains,
+)
 from search_spaces.xdna_gemm.geometry import ceil_div
 from search_spaces.xdna_gemm.params import BUFFER_PARAMS, TILE_PARAMS
 from search_spaces.xdna_gemm.target import XdnaTarget
@@ -44,12 +49,6 @@ Satisfies = Callable[[str, ConfigBatch], np.ndarray]
 
 def _repeat(batch: ConfigBatch, counts: np.ndarray) -> ConfigBatch:
     return {n: np.repeat(v, counts) for n, v in batch.items()}
-
-
-def _ordinal(counts: np.ndarray) -> np.ndarray:
-    """1, 2, ..., c for each count c, concatenated."""
-    total = int(counts.sum())
-    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts) + 1
 
 
 class XdnaTree(SearchTree):
@@ -168,14 +167,14 @@ class XdnaTree(SearchTree):
         else:
             counts = k_max // s
             with_k = _repeat(pairs, counts)
-            with_k["k_ct"] = _ordinal(counts) * s
-        probe = self._with_buffers(with_k, self.smallest)
+            with_k["k_ct"] = ordinal(counts) * s
         if "k_mt" in self.allowed:
             tiles = {**with_k, "k_mt": np.full(len(with_k["k_ct"]), self.allowed["k_mt"][0])}
-        else:
+        else:  # every multiple of k_ct that fits L2 with the smallest buffers
+            probe = self._with_buffers(with_k, self.smallest)
             reps = max_k_mt_multiple(probe, self.target, self.workload).astype(np.int64)
             tiles = _repeat(with_k, reps)
-            tiles["k_mt"] = _ordinal(reps) * tiles["k_ct"]
+            tiles["k_mt"] = ordinal(reps) * tiles["k_ct"]
         best = self._with_buffers(tiles, self.deepest)
         best["bd_scheme"] = np.full(len(tiles["k_ct"]), self.bd_best, dtype=np.int64)
         return Nodes(tiles, self.score_model(best, self.target, self.workload)["tops"])
