@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 import pytest
-from sqlalchemy import select
+from sqlalchemy import inspect, select, update
 from sqlalchemy.exc import IntegrityError
 
 from dse import load_trials
@@ -119,6 +119,29 @@ def test_bulk_writes_store_the_rows_the_old_path_stores(storage_url):
             runs.BULK_WRITES = True
     assert stored[True] == stored[False]
     assert len(stored[True]["evaluations"]) == 4 and len(stored[True]["trials"]) == 7
+
+
+def test_a_version_3_database_loses_the_bulk_tables_checks(storage_url):
+    # version 3 indexed the evaluations by target and workload, the trials by study, and
+    # (PostgreSQL) checked their references per row; version 4 keeps only their identities
+    store = ResultStore(storage_url)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE INDEX ix_dse_trials_study_id ON dse_trials (study_id)")
+        conn.exec_driver_sql("CREATE INDEX ix_dse_evaluations_target_id "
+                             "ON dse_evaluations (target_id)")
+        if store.dialect == "postgresql":
+            conn.exec_driver_sql("ALTER TABLE dse_trials ADD FOREIGN KEY (study_id) "
+                                 "REFERENCES dse_studies (id)")
+        conn.execute(update(m.Meta).values(value="3"))
+    again = ResultStore(storage_url)
+    assert again.schema_version() == m.SCHEMA_VERSION
+    inspector = inspect(again.engine)
+    for table in ("dse_trials", "dse_evaluations"):
+        assert [ix["name"] for ix in inspector.get_indexes(table) if not ix["unique"]] == []
+        assert inspector.get_foreign_keys(table) == []
+    # an older SQLite file keeps its foreign keys: the bulk path's ids satisfy them
+    again.commit_window(_window(again, "s", TRIALS))
+    assert len(_stored(again)["trials"]) == len(TRIALS)
 
 
 def test_nan_and_infinities_round_trip_as_the_standard_library_writes_them(tmp_path,

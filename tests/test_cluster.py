@@ -191,10 +191,10 @@ def test_a_killed_worker_node_costs_a_retry_not_a_result(both, tmp_path, postgre
         # both nodes work, and w1 holds a running evaluation when it dies: a certain loss
         wait_for(lambda: w2.logged_tasks() > w2_before and w1.running_tasks() > 0,
                  "tasks on both nodes", driver=driver)
-        done_before = stored_trials(store, "node-lost")
+        killed = both.kill("w1")  # at once: a 0.4 s evaluation soon ends on a loaded machine
         killed_at = time.monotonic()
+        done_before = stored_trials(store, "node-lost")
         on_w1 = w1.logged_tasks() - w1_before
-        killed = both.kill("w1")
         output = driver.finish()
     TIMINGS.append(("1. ... of which after the kill", time.monotonic() - killed_at))
     NOTES.append(f"  1. w1 {on_w1} (killed while running its last), "

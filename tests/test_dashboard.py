@@ -125,7 +125,8 @@ def test_config_page_shows_memory_traffic_and_stalls(client):
 
 def test_config_page_explains_infeasibility(client, studies):
     with ResultStore(studies).session() as s:
-        number = s.scalar(select(func.min(m.TrialRow.number)).join(m.StudyRow).where(
+        number = s.scalar(select(func.min(m.TrialRow.number)).join(
+            m.StudyRow, m.StudyRow.id == m.TrialRow.study_id).where(
             m.StudyRow.name == "mo", m.TrialRow.status == "infeasible"))
     assert number is not None
     page = client.get(f"/config/{number}/mo").text

@@ -16,6 +16,7 @@ from dse.core.errors import UsageError
 from dse.core.registry import build_context, build_evaluator
 from dse.study.runner import run_study
 from dse.study.samplers import make_sampler, tpe
+from dse.study.tpe_kernel import vectorised_log_ndtr
 from dse.study.tpe_window import TPE_WINDOW, WindowedTPESampler, pareto_ranks
 from tests.study_helpers import make_spec
 
@@ -59,15 +60,17 @@ class SeenTPE(optuna.samplers.TPESampler):
 
 
 def test_a_study_shorter_than_the_window_gets_tpes_own_suggestions():
-    """Up to ``window`` finished trials, the windowed sampler is TPE, suggestion for suggestion;
-    past it, the two part (otherwise the window would not be in use)."""
+    """Up to ``window`` finished trials, the windowed sampler is TPE (with the same kernel),
+    suggestion for suggestion; past it, the two part (otherwise the window would not be in
+    use)."""
     window = 30
     capped = new_study(tpe(5, 1, {"window": window}))
     plain = new_study(tpe(5, 1, {"window": 0}))
     assert isinstance(capped.sampler, WindowedTPESampler)
     assert isinstance(plain.sampler, optuna.samplers.TPESampler)
     ask_tell(capped, 80)
-    ask_tell(plain, 80)
+    with vectorised_log_ndtr():
+        ask_tell(plain, 80)
     same = window + 1  # trial 30 is still sampled from the 30 before it
     assert [t.params for t in capped.trials[:same]] == [t.params for t in plain.trials[:same]]
     assert [t.params for t in capped.trials[same:]] != [t.params for t in plain.trials[same:]]
@@ -139,10 +142,21 @@ def test_a_study_file_with_a_window_runs_and_stores_its_trials(tmp_path):
     assert (frame["status"] == "ok").any()
 
 
-def test_the_default_window_leaves_shipped_studies_as_they_were():
+def test_tpe_has_the_window_by_default():
     sampler = make_sampler(make_spec(sampler="tpe"), 1)
     assert isinstance(sampler, WindowedTPESampler) and sampler.window == TPE_WINDOW
-    assert TPE_WINDOW >= 400  # studies/quick.yaml: 300 trials; sampler_efficiency.py: 400
+
+
+def test_the_vectorised_kernel_is_optunas_and_only_inside_dses_sampler():
+    from optuna.samplers._tpe import _truncnorm
+
+    own = _truncnorm._log_ndtr
+    x = np.concatenate([np.linspace(-60, 40, 2001), [-20.0, -19.99, 6.0, 6.01, 0.0]])
+    with vectorised_log_ndtr():
+        assert _truncnorm._log_ndtr is not own
+        # log-masses: equal within 1e-15 absolute (Optuna's loses digits in the right tail)
+        np.testing.assert_allclose(_truncnorm._log_ndtr(x), own(x), rtol=1e-12, atol=1e-15)
+    assert _truncnorm._log_ndtr is own
 
 
 @pytest.mark.parametrize(("window", "why"), [

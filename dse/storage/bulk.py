@@ -79,6 +79,35 @@ def insert_rows(connection: Connection, table: Table, columns: Mapping[str, Sequ
     return []
 
 
+def insert_new_rows(connection: Connection, table: Table, columns: Mapping[str, Sequence[Any]],
+                    constants: Mapping[str, Any], conflict: Sequence[str],
+                    key: Sequence[str]) -> dict[tuple[Any, ...], int]:
+    """Insert the rows whose ``conflict`` columns (a unique constraint) are not stored yet,
+    skipping the others, and return the ids of the rows inserted by their ``key`` columns'
+    values (``key`` names per-row columns).
+
+    On SQLite the caller holds the database's write lock (see
+    :func:`dse.storage.runs.hold_write_lock`): the rows get ids after the largest stored, and
+    the rows skipped are those whose ids are then absent, read by id range rather than looked
+    up by key. On PostgreSQL the ids come back from the insert itself (``RETURNING``)."""
+    if connection.dialect.name == "postgresql":
+        rows = insert_rows(connection, table, columns, constants, conflict=conflict,
+                           returning=(*key, "id"))
+        return {tuple(row[:-1]): row[-1] for row in rows}
+    count = len(next(iter(columns.values())))
+    first = (connection.exec_driver_sql(f"SELECT max(id) FROM {table.name}").scalar() or 0) + 1
+    ids = range(first, first + count)
+    insert_rows(connection, table, {"id": ids, **columns}, constants, conflict=conflict)
+    keys = zip(*(columns[name] for name in key), strict=True)
+    inserted = connection.exec_driver_sql(
+        f"SELECT count(*) FROM {table.name} WHERE id >= ?", (first,)).scalar()
+    if inserted == count:  # nothing was stored before: no id to read
+        return dict(zip(keys, ids, strict=True))
+    present = set(connection.exec_driver_sql(
+        f"SELECT id FROM {table.name} WHERE id >= ?", (first,)).scalars())
+    return {k: i for k, i in zip(keys, ids, strict=True) if i in present}
+
+
 def _copy_rows(connection: Connection, table: Table, names: list[str],
                rows: list[tuple[Any, ...]], conflict: Sequence[str] | None,
                returning: Sequence[str]) -> list[tuple[Any, ...]]:

@@ -4,6 +4,12 @@ One row per target (content-hashed), workload, config and evaluation; an evaluat
 (target, workload, config, evaluator name, evaluator version), so re-running never re-evaluates
 and never duplicates. Studies own trials, which point at evaluations; Optuna's own state lives in
 ``dse_optuna_journal`` (see :mod:`dse.storage.journal`).
+
+The two tables a study fills by the hundred thousand, ``dse_evaluations`` and ``dse_trials``,
+carry no index beyond their identities (each query by study, or by target and workload, reads a
+prefix of those) and no foreign-key constraint (schema version 4): PostgreSQL checks a foreign
+key with a trigger per row, which doubled the time to store an exhaustive study, and the store
+writes only ids it read or drew in the same transaction. Every other table keeps its references.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class Base(DeclarativeBase):
@@ -74,9 +80,9 @@ class EvaluationRow(Base):
     __table_args__ = (UniqueConstraint("target_id", "workload_id", "config_id", "evaluator",
                                        "version", name="uq_dse_evaluation_identity"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    target_id: Mapped[int] = mapped_column(ForeignKey("dse_targets.id"), index=True)
-    workload_id: Mapped[int] = mapped_column(ForeignKey("dse_workloads.id"), index=True)
-    config_id: Mapped[int] = mapped_column(ForeignKey("dse_configs.id"))
+    target_id: Mapped[int] = mapped_column(Integer)  # dse_targets.id
+    workload_id: Mapped[int] = mapped_column(Integer)  # dse_workloads.id
+    config_id: Mapped[int] = mapped_column(Integer)  # dse_configs.id
     evaluator: Mapped[str] = mapped_column(String(100))
     version: Mapped[str] = mapped_column(String(50))
     fidelity: Mapped[str] = mapped_column(String(50))
@@ -113,12 +119,11 @@ class TrialRow(Base):
     __tablename__ = "dse_trials"
     __table_args__ = (UniqueConstraint("study_id", "number", name="uq_dse_trial_number"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    study_id: Mapped[int] = mapped_column(ForeignKey("dse_studies.id"), index=True)
+    study_id: Mapped[int] = mapped_column(Integer)  # dse_studies.id
     number: Mapped[int] = mapped_column(Integer)
-    workload_id: Mapped[int] = mapped_column(ForeignKey("dse_workloads.id"))
-    config_id: Mapped[int] = mapped_column(ForeignKey("dse_configs.id"))
-    evaluation_id: Mapped[int | None] = mapped_column(ForeignKey("dse_evaluations.id"),
-                                                      nullable=True)
+    workload_id: Mapped[int] = mapped_column(Integer)  # dse_workloads.id
+    config_id: Mapped[int] = mapped_column(Integer)  # dse_configs.id
+    evaluation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     status: Mapped[str] = mapped_column(String(20))
     cached: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime)

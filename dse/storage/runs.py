@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from dse.core.errors import UsageError
 from dse.core.results import EvalResult, Status
 from dse.storage import models as m
-from dse.storage.bulk import insert_rows, pairs_in
+from dse.storage.bulk import insert_new_rows, insert_rows, pairs_in
 from dse.storage.keys import config_key, now
 
 if TYPE_CHECKING:
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 BULK_WRITES = True
 # The unique identity of an evaluation (models.EvaluationRow's constraint).
 EVALUATION_IDENTITY = ("target_id", "workload_id", "config_id", "evaluator", "version")
+# What tells a window's evaluations apart (its target is one).
+EVALUATION_KEY = ("workload_id", "evaluator", "version", "config_id")
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,15 @@ def evaluation_row(target_id: int, workload_id: int, config_id: int, by: Measure
             "status": result.status.value, "reason": result.reason, "metrics": result.metrics,
             "tops": result.metrics.get("tops"), "elapsed_s": result.elapsed_s, "host": host,
             "versions": dict(versions), "created_at": created}
+
+
+def hold_write_lock(connection: Any) -> None:
+    """Take SQLite's write lock at once (a write that changes nothing), waiting for another
+    writer as any write does, so that ids drawn next in the transaction are its own until it
+    commits (see :func:`dse.storage.bulk.insert_new_rows`); PostgreSQL needs none."""
+    if connection.dialect.name == "sqlite":
+        connection.exec_driver_sql(
+            "UPDATE dse_meta SET value = value WHERE key = 'schema_version'")
 
 
 def _void_dead_local_owner(row: m.StudyRow) -> None:
@@ -204,22 +215,26 @@ class RunWrites:
     def _window_bulk(self: ResultStore, s: Session, window: Window, created: datetime) -> None:
         """The window's configs, new evaluations and trials, each table in one bulk insert
         (:mod:`dse.storage.bulk`); the config keys are the trials' own (the caller computed
-        them with :func:`config_key`), not hashed again."""
+        them with :func:`config_key`), not hashed again, and the ids of new rows are drawn or
+        returned with them, not looked up."""
         trials = window.trials
         if not trials:
             return
+        connection = s.connection()
+        hold_write_lock(connection)
         ids = self.keyed_config_ids(s, window.space, [t.key for t in trials],
                                     [t.params for t in trials])
-        new: dict[tuple[int, int, str, str], PendingTrial] = {}  # each evaluation once
+        new: dict[tuple[int, str, str, int], PendingTrial] = {}  # each evaluation once
         for trial, cid in zip(trials, ids, strict=True):
             if not trial.cached:
-                new.setdefault((trial.workload_id, cid, trial.evaluator.name,
-                                trial.evaluator.version), trial)
+                new.setdefault((trial.workload_id, trial.evaluator.name,
+                                trial.evaluator.version, cid), trial)
         results = [t.result for t in new.values()]
-        connection = s.connection()
-        inserted = insert_rows(connection, m.EvaluationRow.__table__, {
-            "workload_id": [k[0] for k in new], "config_id": [k[1] for k in new],
-            "evaluator": [k[2] for k in new], "version": [k[3] for k in new],
+        workload_ids, names, versions, config_ids = (
+            [key[i] for key in new] for i in range(len(EVALUATION_KEY)))
+        inserted = insert_new_rows(connection, m.EvaluationRow.__table__, {
+            "workload_id": workload_ids, "evaluator": names, "version": versions,
+            "config_id": config_ids,
             "fidelity": [t.evaluator.fidelity for t in new.values()],
             "status": [r.status.value for r in results], "reason": [r.reason for r in results],
             "metrics": [r.metrics for r in results],
@@ -227,10 +242,8 @@ class RunWrites:
             "elapsed_s": [r.elapsed_s for r in results]},
             {"target_id": window.target_id, "host": window.host,
              "versions": dict(window.versions), "created_at": created},
-            conflict=EVALUATION_IDENTITY,
-            returning=("workload_id", "evaluator", "version", "config_id", "id"))
-        evaluation_ids = self._window_evaluation_ids(
-            s, window, ids, {tuple(row[:4]): row[4] for row in inserted})
+            conflict=EVALUATION_IDENTITY, key=EVALUATION_KEY) if new else {}
+        evaluation_ids = self._window_evaluation_ids(s, window, ids, inserted)
         insert_rows(connection, m.TrialRow.__table__, {
             "number": range(window.next_number, window.next_number + len(trials)),
             "workload_id": [t.workload_id for t in trials], "config_id": ids,

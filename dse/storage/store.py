@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from dse.core.errors import DseError, UsageError
 from dse.storage import models as m
-from dse.storage.bulk import insert_rows, pairs_in
+from dse.storage.bulk import insert_new_rows, pairs_in
 from dse.storage.engine import damaged, make_engine, normalise_url, require_existing
 from dse.storage.keys import canonical_key, config_key, now
 from dse.storage.reads import StudyReads
@@ -216,15 +216,17 @@ class ResultStore(StudyReads, RunWrites):
     def keyed_config_ids(self, s: Session, space: str, keys: Sequence[str],
                          params: Sequence[Mapping[str, Any]]) -> list[int]:
         """Like :meth:`config_ids`, for configs whose keys the caller has (``keys[i]`` is
-        ``config_key(space, params[i])``): each new config inserted once, in one bulk insert."""
+        ``config_key(space, params[i])``): each new config inserted once, in one bulk insert
+        (on SQLite, under the write lock: see :func:`dse.storage.bulk.insert_new_rows`)."""
         if not keys:
             return []
         unique: dict[str, Mapping[str, Any]] = {}
         for key, values in zip(keys, params, strict=True):
             unique.setdefault(key, values)  # the first occurrence's document, as before
-        found = dict(insert_rows(s.connection(), m.ConfigRow.__table__,
-                                 {"key": list(unique), "params": list(unique.values())},
-                                 {"space": space}, conflict=["key"], returning=("key", "id")))
+        found = {key: cid for (key,), cid in insert_new_rows(
+            s.connection(), m.ConfigRow.__table__,
+            {"key": list(unique), "params": list(unique.values())}, {"space": space},
+            conflict=["key"], key=["key"]).items()}
         found.update(pairs_in(s.connection(), m.ConfigRow.__table__, "key", "id", {},
                               [k for k in unique if k not in found]))
         return [found[k] for k in keys]
@@ -368,8 +370,28 @@ def _add_faults_table(store: ResultStore) -> None:
     m.FaultRow.__table__.create(store.engine, checkfirst=True)
 
 
+def _unchecked_bulk_tables(store: ResultStore) -> None:
+    """Schema version 4: the evaluations' and trials' secondary indexes (prefixes of their
+    identities) dropped, and on PostgreSQL their foreign-key constraints (see
+    :mod:`dse.storage.models`). SQLite cannot drop a constraint without copying the table: an
+    older file keeps checking those references, which costs it little."""
+    with store.engine.begin() as conn:
+        for index in ("ix_dse_evaluations_target_id", "ix_dse_evaluations_workload_id",
+                      "ix_dse_trials_study_id"):
+            conn.exec_driver_sql(f"DROP INDEX IF EXISTS {index}")
+        if store.dialect != "postgresql":
+            return
+        for table in ("dse_evaluations", "dse_trials"):
+            names = conn.exec_driver_sql(
+                "SELECT conname FROM pg_constraint WHERE contype = 'f' AND conrelid = "
+                f"'{table}'::regclass").scalars().all()
+            for name in names:
+                conn.exec_driver_sql(f'ALTER TABLE {table} DROP CONSTRAINT IF EXISTS "{name}"')
+
+
 # Migration to schema version N, applied in order to databases written by an older dse.
-MIGRATIONS: dict[int, Any] = {2: _add_fidelity_table, 3: _add_faults_table}
+MIGRATIONS: dict[int, Any] = {2: _add_fidelity_table, 3: _add_faults_table,
+                              4: _unchecked_bulk_tables}
 
 
 def open_store(storage: ResultStore | str | None, existing: bool = False,

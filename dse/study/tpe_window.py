@@ -20,6 +20,8 @@ from optuna.storages import BaseStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from dse.study.tpe_kernel import vectorised_log_ndtr
+
 if TYPE_CHECKING:
     from optuna.study._frozen import FrozenStudy  # get_all_studies' type; not re-exported
 
@@ -28,13 +30,14 @@ if TYPE_CHECKING:
 # trials it sees the best tenth of the window (all-time best, which is where its "good" estimator
 # comes from: it takes the best 10 %, at most 25, of what it sees), the most recent trials
 # (those it weighs most in its "bad" estimator) and a uniform sample of the older ones.
-TPE_WINDOW = 500
+TPE_WINDOW = 200
 WINDOW_MIN, WINDOW_MAX = 10, 10_000_000
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)  # the trials TPE fits
 
 
 class WindowedTPESampler(optuna.samplers.BaseSampler):
-    """``tpe`` fitted to at most ``window`` finished trials of the study.
+    """``tpe`` fitted to at most ``window`` finished trials of the study, its kernel computed
+    over whole arrays (:mod:`dse.study.tpe_kernel`).
 
     Until the study has more than ``window`` finished (complete or pruned) trials, every call
     goes to ``tpe`` with the study itself, so its suggestions are exactly ``tpe``'s. After that,
@@ -81,12 +84,14 @@ class WindowedTPESampler(optuna.samplers.BaseSampler):
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        return self.tpe.sample_relative(self.view(study, trial.number), trial, search_space)
+        with vectorised_log_ndtr():
+            return self.tpe.sample_relative(self.view(study, trial.number), trial, search_space)
 
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
-        return self.tpe.sample_independent(self.view(study, trial.number), trial, param_name,
-                                           param_distribution)
+        with vectorised_log_ndtr():
+            return self.tpe.sample_independent(self.view(study, trial.number), trial,
+                                               param_name, param_distribution)
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.tpe.before_trial(study, trial)
