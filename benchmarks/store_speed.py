@@ -9,9 +9,11 @@ fresh databases, with the old write path (``dse.storage.runs.BULK_WRITES = False
 ``executemany`` on SQLite, ``COPY`` on PostgreSQL, orjson), timing the store's share (its
 ``commit_window`` calls, in trials per second) and the whole run. Then times ``load_trials`` of
 the stored study with the old read path (``dse.storage.frames.COLUMNAR_READS = False``) and the
-new one (best of ``--repeats``). SQLite always; PostgreSQL as well with ``--postgres`` or
-``$DSE_TEST_POSTGRES_URL`` (a fresh database is created on that server for each run, and
-dropped after). Exits non-zero if the two paths stored or loaded anything different.
+new one (best of ``--repeats``). The engine's own share is measured too: the bare driver
+storing the same rows into a third database (``engine_floor.py``). SQLite always; PostgreSQL as
+well with ``--postgres`` or ``$DSE_TEST_POSTGRES_URL`` (a fresh database is created on that
+server for each run, and dropped after). Exits non-zero if the two paths stored or loaded
+anything different.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from engine_floor import engine_seconds
 from goals import against_goal, best_of
 
 from dse import load_trials
@@ -123,7 +126,8 @@ def compare_stored(old: pd.DataFrame, new: pd.DataFrame, expected: float) -> Non
 def bench(backend: str, server: str | None, shape: str, repeats: int) -> None:
     """Both write paths into fresh databases, then both read paths of the stored study."""
     label = f"{backend}, xdna int8 {shape} exhaustive"
-    with fresh_database(backend, server) as old_db, fresh_database(backend, server) as new_db:
+    with fresh_database(backend, server) as old_db, fresh_database(backend, server) as new_db, \
+            fresh_database(backend, server) as bare_db:
         old = store_study(old_db, shape, bulk=False)
         new = store_study(new_db, shape, bulk=True)
         print(f"{backend}: {new['trials']:,.0f} trials; store {new['store_s']:.2f} s "
@@ -131,6 +135,11 @@ def bench(backend: str, server: str | None, shape: str, repeats: int) -> None:
               f"{old['store_s']:.2f} s (CPU {old['store_cpu_s']:.2f} s) of {old['total_s']:.1f} s")
         against_goal(f"store an exhaustive study, {label}", new["trials"] / new["store_s"],
                      STORE_GOAL, "trials/s", old=old["trials"] / old["store_s"])
+        bare_s = engine_seconds(new_db, bare_db)
+        against_goal(f"the bare driver storing the same rows (no dse), {label}",
+                     new["trials"] / bare_s, STORE_GOAL, "trials/s")
+        print(f"{backend}: dse's store takes {new['store_s'] / bare_s:.2f}x the engine's own "
+              f"{bare_s:.2f} s ({new['store_s'] - bare_s:.2f} s of dse's work)", flush=True)
         against_goal(f"run + store an exhaustive study, {label}",
                      new["trials"] / new["total_s"], STORE_GOAL, "trials/s",
                      old=old["trials"] / old["total_s"])

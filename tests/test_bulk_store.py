@@ -15,6 +15,7 @@ from dse import load_trials
 from dse.core.results import EvalResult, Status
 from dse.storage import ResultStore, config_key, frames, runs
 from dse.storage import models as m
+from dse.storage.documents import Joined, documents_frame
 from dse.storage.engine import json_dumps, json_loads
 from dse.storage.runs import Measured, PendingTrial, Window
 from dse.study.runner import run_study
@@ -199,19 +200,32 @@ def test_the_columnar_frame_equals_the_old_one():
              ['{"x": NaN}', '{"x": 1.0}'], ['{"i": 1}', '{"i": "s"}'], ['{"z": null}']]
     for case in cases:
         old = pd.DataFrame.from_records([json_loads(t) for t in case])
-        pd.testing.assert_frame_equal(frames.documents_frame(case), old, check_exact=True)
+        pd.testing.assert_frame_equal(documents_frame(case), old, check_exact=True)
 
 
-def test_load_trials_of_a_real_study_equals_the_old_path(storage_url):
-    spec = study_from_dict({"name": "e", "target": "xdna", "sampler": "exhaustive",
-                            "workload": {"shape": "128x128x128", "dtype": "int8-int8"}})
-    run_study(spec, storage_url)
-    new = load_trials(storage_url, "e")
-    frames.COLUMNAR_READS = False
-    try:
-        old = load_trials(storage_url, "e")
-    finally:
-        frames.COLUMNAR_READS = True
-    assert len(new) > 100
-    pd.testing.assert_frame_equal(new, old, check_exact=True)
-    assert new.attrs == old.attrs
+@pytest.mark.parametrize("study", [
+    {"name": "e", "target": "xdna", "sampler": "exhaustive",
+     "workload": {"shape": "128x128x128", "dtype": "int8-int8"}},
+    # refused configs (their reasons), repeats served from the store, two workloads
+    {"name": "r", "target": "xdna2", "sampler": "random", "seed": 2, "budget": {"trials": 60},
+     "workloads": [{"shape": "4096x4096x4096", "dtype": "int8-int8"},
+                   {"shape": "1024x4096x2048", "dtype": "bf16-bf16"}]},
+], ids=["exhaustive", "random"])
+def test_load_trials_of_a_real_study_equals_the_old_path(storage_url, study, monkeypatch):
+    run_study(study_from_dict(study), storage_url)
+    new = load_trials(storage_url, study["name"])
+    # the documents one by one: the database did not join them, or not in the trials' order
+    monkeypatch.setattr(frames, "read_joined", lambda *args: None)
+    by_rows = load_trials(storage_url, study["name"])
+    monkeypatch.setattr(frames, "COLUMNAR_READS", False)
+    old = load_trials(storage_url, study["name"])
+    assert len(new) >= 60 and (study["sampler"] == "exhaustive" or new["reason"].notna().any())
+    for frame in (new, by_rows):
+        pd.testing.assert_frame_equal(frame, old, check_exact=True)
+        assert frame.attrs == old.attrs
+
+
+def test_documents_out_of_the_trials_order_are_not_taken():
+    joined = Joined(None, "0,2,1")
+    assert not joined.in_order([0, 1, 2]) and joined.in_order([0, 2, 1])
+    assert Joined(None, None).in_order([5, 3])  # an order the database promised

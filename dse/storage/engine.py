@@ -52,7 +52,7 @@ def make_engine(url: str, read_only: bool = False) -> Engine:
     parsed = make_url(url)
     if read_only and parsed.drivername.startswith("sqlite") and parsed.database \
             and not parsed.query and parsed.database != ":memory:":
-        uri = _read_only_uri(parsed.database)
+        uri = read_only_uri(parsed.database)
         return _engine("sqlite://", creator=lambda: sqlite3.connect(
             uri, uri=True, timeout=60, check_same_thread=False))
     if read_only and parsed.get_backend_name() == "postgresql":
@@ -83,7 +83,7 @@ def make_engine(url: str, read_only: bool = False) -> Engine:
     return _engine(url, pool_pre_ping=True)
 
 
-def _read_only_uri(path: str) -> str:
+def read_only_uri(path: str) -> str:
     """The SQLite URI that reads ``path`` without writing: ``mode=ro``, or, where that cannot
     open it (a WAL database whose shared-memory file this user cannot create, in a folder
     they cannot write), ``immutable=1``, which reads the file as it is on disk."""

@@ -9,21 +9,26 @@ belong to, and ``objectives``).
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-from pyarrow import json as pa_json
-from sqlalchemy import Select, Text, cast, select
+from sqlalchemy import Select, Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from dse.core.evaluator import FIDELITIES
 from dse.core.registry import workload_from_dict
 from dse.storage import models as m
-from dse.storage.engine import json_loads
+from dse.storage.documents import (
+    TEXTS,
+    Joined,
+    documents_frame,
+    read_joined,
+    side_connections,
+)
 
 WORKLOAD_COLUMNS = ("shape", "dtype", "b_layout")
 # The best configs are judged by the most faithful results a study has.
@@ -70,20 +75,62 @@ def study_frame(s: Session, study: m.StudyRow) -> pd.DataFrame:
 
 def _columnar_study_frame(s: Session, study: m.StudyRow,
                           workloads: dict[int, dict[str, Any]]) -> pd.DataFrame:
-    """:func:`trials_frame` of the study's trials, read with the driver's own cursor (no
-    SQLAlchemy row, no document decoded one by one) and its documents turned into columns by
-    :func:`documents_frame`."""
+    """:func:`trials_frame` of the study's trials without a row object a trial: the trials'
+    own columns, their configs' and their results' documents each joined into one text by the
+    database and parsed by Arrow in a thread (:mod:`dse.storage.documents`) while the next
+    statement runs; row by row through the driver's cursor where the database cannot."""
+    e, t = m.EvaluationRow, m.TrialRow
+    connection = s.connection()
+    # trials are only ever added, with higher numbers: those up to the last one now are the
+    # same rows for every statement below
+    last = s.scalar(select(func.max(t.number)).where(t.study_id == study.id))
+    if last is None:
+        return trials_frame(study.name, [], workloads)
+    dialect, opener = connection.dialect.name, side_connections(connection)
+
+    def read(text: str) -> Joined | None:
+        if opener is None:  # one connection: the statements one after another
+            return read_joined(lambda sql, params: connection.exec_driver_sql(sql, params).one(),
+                               dialect, text, study.id, last)
+        with opener() as execute:
+            return read_joined(execute, dialect, text, study.id, last)
+
+    with ThreadPoolExecutor(len(TEXTS)) as threads:
+        reading = [threads.submit(read, text) for text in TEXTS] if opener else []
+        elapsed = [row[0] for row in connection.execute(
+            select(e.elapsed_s).select_from(t).join(e, e.id == t.evaluation_id)
+            .where(t.study_id == study.id, t.number <= last).order_by(t.number))
+            .cursor.fetchall()]
+        joined = [future.result() for future in reading] or [read(text) for text in TEXTS]
+    parts = [None if part is None else part.parsed for part in joined]
+    trial, params, metrics = parts
+    if trial is None or params is None or metrics is None \
+            or not all(part is not None and part.in_order(trial.column("number").to_pylist())
+                       for part in joined):
+        return _row_by_row_study_frame(s, study, workloads, last)
+    created = trial.column("created_at").to_pylist()
+    times = {text: datetime.fromisoformat(text) for text in set(created)}
+    columns = [trial.column(name).to_numpy() for name in ("number", "workload_id")]
+    columns += [trial.column("status").to_pandas(), trial.column("cached").to_numpy(),
+                trial.column("reason").to_pylist()]  # inferred as the driver's values were
+    columns += [trial.column(name).to_pandas() for name in ("evaluator", "version", "fidelity")]
+    columns += [elapsed, trial.column("host").to_pandas(), [times[text] for text in created]]
+    return assemble_frame(study.name, columns, params, metrics, workloads)
+
+
+def _row_by_row_study_frame(s: Session, study: m.StudyRow,
+                            workloads: dict[int, dict[str, Any]], last: int) -> pd.DataFrame:
+    """:func:`trials_frame` of the study's trials numbered up to ``last``, read with the
+    driver's own cursor a row at a time and its documents parsed by Arrow
+    (:func:`documents_frame`)."""
     e, t = m.EvaluationRow, m.TrialRow
     query = (select(t.number, t.workload_id, t.status, t.cached, e.reason, e.evaluator,
                     e.version, e.fidelity, e.elapsed_s, e.host, t.created_at,
                     cast(m.ConfigRow.params, Text), cast(e.metrics, Text))
              .join(m.ConfigRow, m.ConfigRow.id == t.config_id)
              .join(e, e.id == t.evaluation_id)
-             .where(t.study_id == study.id).order_by(t.number))
-    rows = s.connection().execute(query).cursor.fetchall()
-    if not rows:
-        return trials_frame(study.name, [], workloads)
-    columns = list(zip(*rows, strict=True))
+             .where(t.study_id == study.id, t.number <= last).order_by(t.number))
+    columns = list(zip(*s.connection().execute(query).cursor.fetchall(), strict=True))
     # SQLite returns the time as text: convert each distinct value once, as SQLAlchemy would
     parse = t.created_at.type._cached_result_processor(s.get_bind().dialect, None)  # noqa: SLF001
     if parse is not None:
@@ -147,30 +194,6 @@ def assemble_frame(study: str, fixed: list[Sequence[Any]], param_frame: pd.DataF
     # the family whose space the configs are of (a study's workloads share it)
     frame.attrs["space"] = next((body.get("space") for body in workloads.values()), None)
     return frame
-
-
-# Arrow types whose pandas columns are what pd.DataFrame.from_records makes of the same
-# values decoded one by one (nulls and missing keys as NaN); any other (a nested document,
-# a string Arrow took for a time, booleans with gaps) leaves the documents to from_records.
-_PLAIN_TYPES = (pa.int64(), pa.float64(), pa.string())
-
-
-def documents_frame(texts: Sequence[str]) -> pd.DataFrame:
-    """``pd.DataFrame.from_records`` of the JSON documents ``texts`` (one object each): the
-    same columns, order, dtypes and values, read by Arrow's JSON reader in one pass where
-    every column is of a plain type, else decoded one by one."""
-    try:
-        table = pa_json.read_json(io.BytesIO("\n".join(texts).encode()))
-    # NaN or Infinity (not JSON to Arrow), a key whose type changes between documents, or a
-    # nesting Arrow cannot read: those documents are decoded one by one below
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        table = None
-    if table is not None and table.num_rows == len(texts) and table.num_columns and all(
-            field.type in _PLAIN_TYPES
-            or (field.type == pa.bool_() and table.column(i).null_count == 0)
-            for i, field in enumerate(table.schema)):
-        return table.to_pandas()
-    return pd.DataFrame.from_records([json_loads(text) for text in texts])
 
 
 def pareto_mask(values: np.ndarray, maximize: list[bool]) -> np.ndarray:
