@@ -34,10 +34,17 @@ ASCEND = {"name": "asc", "target": "ascend-950pr", "sampler": "random", "seed": 
           "budget": {"trials": 30}}
 
 
+MIX = {"name": "mix", "target": "xdna2", "sampler": "random", "seed": 0,
+       "workloads": {"model": {"name": "tiny", "hidden": 256, "intermediate": 512, "heads": 4,
+                               "kv_heads": 2, "vocab": 1000, "layers": 2},
+                     "tokens": {"decode": [1, 8], "prefill": [64]}, "dtype": "int8-int8"},
+       "budget": {"trials": 6}}
+
+
 @pytest.fixture(scope="module")
 def storage(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("browser") / "b.db")
-    for spec in (LADDER, TWO_WORKLOADS, ASCEND):
+    for spec in (LADDER, TWO_WORKLOADS, ASCEND, MIX):
         run_study(study_from_dict(spec), path)
     return path
 
@@ -112,7 +119,7 @@ def _column(page, name: str) -> list[float]:
 def test_studies_list(page, server):
     page.goto(server + "/")
     rows = page.locator("#studies tr")
-    assert rows.count() == 4  # header, asc, lad, two
+    assert rows.count() == 5  # header, asc, lad, mix, two
     assert "xdna2" in page.locator("#studies").inner_text()
 
 
@@ -180,6 +187,24 @@ def test_compare_page(page, server):
     page.wait_for_url("**a=two**")
     assert page.locator(".study").count() == 2
     _plots_drawn(page, 3)
+
+
+def test_deployment_page_of_a_model_mix(page, server, storage, capsys):
+    page.goto(f"{server}/study/mix")
+    page.locator("#deployment").click()
+    page.wait_for_url("**/cover/mix")
+    _plots_drawn(page, 3)  # the K curve, shapes x kernels, the losses
+    assert main(["cover", "mix", "--storage", storage, "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    shown = page.locator("#cover-summary").inner_text()
+    assert f"{100 * table['fraction']:.1f} %" in shown
+    assert page.locator("#cover-kernels tr").count() == 1 + len(table["kernels"])
+    page.locator("#cover-form input[name=kernels]").fill("2")
+    page.locator("#cover-form button").click()
+    page.wait_for_url("**kernels=2**")
+    _plots_drawn(page, 3)
+    assert page.locator("#cover-kernels tr").count() <= 3
+    assert page.locator("#cover-shapes tr").count() == 1 + 14
 
 
 def test_ascend_study_and_config_pages(page, server):

@@ -90,11 +90,12 @@ def readable_axes(fig: go.Figure) -> go.Figure:
 
 
 def house_layout(fig: go.Figure) -> go.Figure:
-    """``fig`` laid out in the house style, its template aside: the legend under the plot,
-    never over it, and :func:`readable_axes`."""
+    """``fig`` laid out in the house style, its template aside: 420 px high (or more, where the
+    figure asks for more: a row a shape, say), the legend under the plot, never over it, and
+    :func:`readable_axes`."""
     margin = {side: fig.layout.margin[side] if fig.layout.margin[side] is not None else default
               for side, default in (("l", 60), ("r", 20), ("t", 50), ("b", 50))}
-    fig.update_layout(height=420, margin=margin,
+    fig.update_layout(height=max(420, fig.layout.height or 0), margin=margin,
                       legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0})
     return readable_axes(fig)
 

@@ -62,9 +62,15 @@ def write_report(store: ResultStore, study: str, out: str | Path) -> Path:
         group.attrs = frame.attrs
         body.append(f"<h2>{html.escape(f'{shape} {dtype} (B {layout})')}</h2>")
         body.extend(_workload_section(group, params, objectives, target))
+    return write_page(out, f"dse report: {study}", body)
+
+
+def write_page(out: str | Path, title: str, body: list[str]) -> Path:
+    """Write a self-contained HTML page of ``body``'s fragments (Plotly's script embedded once,
+    so it opens anywhere without a network) to ``out`` and return its path."""
     page = ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
             f"<script>{get_plotlyjs()}</script>"
-            f"<title>dse report: {html.escape(study)}</title><style>"
+            f"<title>{html.escape(title)}</title><style>"
             "body{font-family:sans-serif;margin:2em;max-width:1100px}"
             "table.configs{display:block;overflow-x:auto}"
             "table.configs{border-collapse:collapse;font-size:13px}"

@@ -17,8 +17,8 @@ from importlib import import_module
 from typing import NoReturn
 
 # dse's own command groups, in the order ``dse --help`` lists them
-GROUPS = ("dse.cli.problem", "dse.cli.studies", "dse.cli.analysis", "dse.cli.offline",
-          "dse.cli.dashboard")
+GROUPS = ("dse.cli.problem", "dse.cli.studies", "dse.cli.analysis", "dse.cli.deploy",
+          "dse.cli.offline", "dse.cli.dashboard")
 
 
 class _Parser(argparse.ArgumentParser):

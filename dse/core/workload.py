@@ -59,6 +59,11 @@ class Workload(Protocol):
     def from_dict(cls, body: Mapping[str, Any]) -> Workload:
         """A workload of this kind from its stored body."""
 
+    @staticmethod
+    def shape_of_gemm(m: int, k: int, n: int) -> str:
+        """The shape string of one plain M x K x N GEMM in this kind (a model's mix is made of
+        them: see :mod:`dse.core.mix`)."""
+
 
 MAX_DIMENSION = 2**31 - 1  # sizes and their products stay in int64 arrays
 
@@ -108,6 +113,10 @@ class GemmWorkload:
         dt = self.dtype
         return (self.M * self.K * dt.in_bytes, self.K * self.N * dt.in_bytes,
                 self.M * self.N * dt.out_bytes)
+
+    @staticmethod
+    def shape_of_gemm(m: int, k: int, n: int) -> str:
+        return f"{m}x{k}x{n}"
 
     @classmethod
     def parse(cls, shape: str, dtype: str, b_layout: str | None = None) -> GemmWorkload:
@@ -221,6 +230,10 @@ class BatchedGemmWorkload:
         return (self.batch_count_a * self.M * self.K * dt.in_bytes,
                 self.batch_count_b * self.K * self.N * dt.in_bytes,
                 self.batch * self.M * self.N * dt.out_bytes)
+
+    @staticmethod
+    def shape_of_gemm(m: int, k: int, n: int) -> str:
+        return f"1x{m}x{k}x{n}"
 
     @classmethod
     def parse(cls, shape: str, dtype: str, b_layout: str | None = None,

@@ -35,8 +35,10 @@ from dse.core.errors import UsageError
 from dse.core.formatting import fmt
 from dse.core.registry import families
 from dse.dashboard import config_view
+from dse.dashboard.cover_view import MAX_KERNELS, CoverCache, cover_view, objective_arg
 from dse.dashboard.data import StudySummary, SummaryCache
 from dse.dashboard.plots import drawn, plot_html, template_script
+from dse.deploy.cover import OBJECTIVES
 from dse.storage.pages import MAX_ROW
 from dse.storage.store import ResultStore, open_store
 
@@ -65,7 +67,7 @@ def create_app(storage: ResultStore | str | None, warm: bool = False) -> Flask:
                            ("/state/<path:name>", "state"),
                            ("/figure/<key>/<path:name>", "figure"),
                            ("/timeline/<int:number>/<path:name>", "timeline"),
-                           ("/compare", "compare")):
+                           ("/compare", "compare"), ("/cover/<path:name>", "cover")):
         app.add_url_rule(rule, endpoint, getattr(pages, endpoint), methods=["GET"])
     return app
 
@@ -83,6 +85,7 @@ class _Pages:
 
     def __init__(self, store: ResultStore, cache: SummaryCache) -> None:
         self.store, self.cache = store, cache
+        self.covers = CoverCache()
 
     def summary_of(self, name: str) -> StudySummary:
         if not self.store.has_study(name):
@@ -216,6 +219,16 @@ class _Pages:
         return render_template("compare.html", names=names, chosen=chosen,
                                summaries=summaries, figures=_compare_figures(summaries),
                                plotly=bool(summaries))
+
+
+    def cover(self, name: str) -> str:
+        summary = self.summary_of(name)
+        kernels = _int_arg("kernels", 4, 1, MAX_KERNELS)
+        objective = objective_arg(request.args.get("objective"))
+        plan = self.covers.get(self.store, name, summary.updated, kernels, objective)
+        return render_template("cover.html", s=summary, k=kernels, objective=objective,
+                               objectives=OBJECTIVES, max_kernels=MAX_KERNELS,
+                               v=cover_view(plan, name), plotly=True)
 
 
 def _warm(store: ResultStore, cache: SummaryCache) -> None:

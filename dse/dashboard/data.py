@@ -69,6 +69,13 @@ class StudySummary:
         """The search space class of the study's family (its tables: time parts, axes)."""
         return search_space_class(self.target.space)
 
+    @property
+    def coverable(self) -> bool:
+        """Whether a deployment page fits the study: several workloads of one dtype and B
+        layout (a dispatch table serves one of each)."""
+        kinds = {(w.get("dtype"), w.get("b_layout")) for w in self.spec.get("workloads", [])}
+        return len(self.spec.get("workloads", [])) > 1 and len(kinds) == 1
+
     def workload_of(self, row: pd.Series) -> Workload:
         """The workload of a trial's row, as the study's family writes it."""
         kind = workload_class(self.space.workload_kind)

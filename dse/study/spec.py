@@ -6,7 +6,6 @@ allowed. Everything past :func:`load_study` works on :class:`StudySpec` only.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,10 +22,13 @@ from dse.core.registry import (
     load_target,
     registered,
     search_space_class,
-    workload_class,
 )
 from dse.core.target import Target
 from dse.core.workload import Workload
+from dse.study.reader import MISSING as _MISSING
+from dse.study.reader import Reader as _Reader
+from dse.study.reader import StudyFileError
+from dse.study.spec_workloads import parse_workloads
 
 # not an Optuna sampler but a strategy of its own: every feasible config of the space a trial
 EXHAUSTIVE = "exhaustive"
@@ -37,10 +39,6 @@ OBJECTIVE_METRICS = MAXIMIZE + MINIMIZE
 TOP_KEYS = ("name", "target", "workload", "workloads", "space", "evaluator", "sampler",
             "objectives", "budget", "workers", "seed", "storage", "batch_size", "ladder")
 SELECTIONS = ("top", "spread")
-
-
-class StudyFileError(UsageError):
-    """A study file is malformed."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +110,10 @@ class StudySpec:
     batch_size: int | None = None
     ladder: tuple[Rung, ...] = ()
     source: str = ""
+    # how often each workload runs (its calls per pass of the mix; () : once each), and the
+    # model mix they came from, if any (see dse.study.spec_workloads)
+    weights: tuple[float, ...] = ()
+    mix: dict[str, Any] | None = None
 
     def identity(self) -> dict[str, Any]:
         """What a stored study must match to be resumed (budget, workers, storage may change)."""
@@ -130,6 +132,9 @@ class StudySpec:
                             **({"group_by": list(r.group_by), "per_group": r.per_group}
                                if r.group_by else {})}
                            for r in self.ladder]} if self.ladder else {}),
+            # a study's weights and mix say what its workloads stand for (dse cover reads them)
+            **({"weights": list(self.weights)} if self.weights else {}),
+            **({"mix": self.mix} if self.mix else {}),
         }
 
     def with_overrides(self, trials: int | None = None, workers: int | None = None) -> StudySpec:
@@ -141,70 +146,6 @@ class StudySpec:
         return spec
 
 
-class _Reader:
-    """Typed access to a YAML mapping that reports the file and the dotted key on errors."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, key: str, value: Any, allowed: str) -> StudyFileError:
-        shown = "missing" if value is _MISSING else limits.shown(value)
-        return StudyFileError(f"{self.source}: key '{key}': {shown} is not valid; {allowed}")
-
-    def limited(self, value: Any, key: str, limit: str | None = None) -> Any:
-        """``value`` if it lies in the range :data:`dse.core.limits.NUMBERS` gives ``limit``
-        (default: ``key``), else a :class:`StudyFileError`."""
-        problem = limits.out_of_range(limit or key, value)
-        if problem:
-            raise self.fail(key, value, problem)
-        return value
-
-    def mapping(self, value: Any, key: str, allowed_keys: tuple[str, ...]) -> dict[str, Any]:
-        if not isinstance(value, Mapping):
-            raise self.fail(key, value, "expected a mapping")
-        for k in value:
-            if k not in allowed_keys:
-                where = f"{key}.{k}" if key else str(k)
-                raise StudyFileError(f"{self.source}: unknown key '{where}'; allowed: "
-                                     f"{', '.join(allowed_keys)}")
-        return dict(value)
-
-    def integer(self, value: Any, key: str, minimum: int, limit: str | None = None) -> int:
-        """A whole number >= ``minimum``, within its range in the limit table (``limit``, by
-        default ``key``, when the table has it)."""
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.fail(key, value, f"expected an integer >= {minimum}")
-        if (limit or key) in limits.NUMBERS:
-            self.limited(value, key, limit)
-        return value
-
-    def number(self, value: Any, key: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise self.fail(key, value, "expected a positive number")
-        if key in limits.NUMBERS:
-            self.limited(value, key)
-        return float(value)
-
-    def text(self, value: Any, key: str) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(key, value, "expected a non-empty string")
-        if len(value) > limits.TEXT_CHARS:
-            raise self.fail(key, value, f"at most {limits.TEXT_CHARS:,} characters")
-        if "\0" in value:  # PostgreSQL's text holds no NUL; no name or path has one
-            raise self.fail(key, value, "a NUL character (\\0) is not allowed")
-        return value
-
-    def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
-        if value not in choices:
-            raise self.fail(key, value, f"allowed: {', '.join(choices)}")
-        return str(value)
-
-    def str_list(self, value: Any, key: str) -> list[str]:
-        items = value if isinstance(value, list) else [value]
-        return [self.text(v, f"{key}[{i}]") for i, v in enumerate(items)]
-
-
-_MISSING = object()
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -300,7 +241,8 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
         target = load_target(_resolve_path(target_name, source))
     except UsageError as exc:
         raise StudyFileError(f"{source}: key 'target': {exc}") from None
-    workloads = _workloads(r, data, target)
+    chosen = parse_workloads(r, data, target)
+    workloads = chosen.workloads
     space = _space(r, data.get("space", {}), target, workloads)
     evaluator = _plugin(r, data.get("evaluator", "analytical"), "evaluator", None)
     sampler = _plugin(r, data.get("sampler", "tpe"), "sampler",
@@ -338,7 +280,7 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
         storage=None if storage is None else r.text(storage, "storage"),
         batch_size=None if data.get("batch_size") is None
         else r.integer(data["batch_size"], "batch_size", 1),
-        ladder=ladder, source=source,
+        ladder=ladder, source=source, weights=chosen.weights, mix=chosen.mix,
     )
 
 
@@ -398,47 +340,6 @@ def _resolve_path(target: str, source: str) -> str:
         if candidate.is_file():
             return str(candidate)
     return target
-
-
-def _workloads(r: _Reader, data: dict[str, Any], target: Target) -> tuple[Workload, ...]:
-    if ("workload" in data) == ("workloads" in data):
-        raise StudyFileError(f"{r.source}: give exactly one of 'workload' (one GEMM) or "
-                             "'workloads' (a list, or a grid of shapes/dtypes/b_layouts)")
-    keys = ("shape", "dtype", "b_layout")
-    if "workload" in data:
-        items = [(r.mapping(data["workload"], "workload", keys), "workload")]
-    elif isinstance(data["workloads"], list):
-        items = [(r.mapping(w, f"workloads[{i}]", keys), f"workloads[{i}]")
-                 for i, w in enumerate(data["workloads"])]
-    else:
-        grid = r.mapping(data["workloads"], "workloads", ("grid",))
-        axes = r.mapping(grid.get("grid", _MISSING), "workloads.grid", keys)
-        lists = {k: [None] if k == "b_layout" and k not in axes  # the kind's default layout
-                 else r.str_list(axes.get(k, _MISSING), f"workloads.grid.{k}") for k in keys}
-        items = [(dict(zip(keys, combo, strict=True)), "workloads.grid")
-                 for combo in itertools.product(*(lists[k] for k in keys))]
-    if not items:
-        raise StudyFileError(f"{r.source}: key 'workloads': the list is empty")
-    if len(items) > limits.WORKLOADS:
-        raise StudyFileError(f"{r.source}: key 'workloads': {len(items):,} workloads; a study "
-                             f"holds at most {limits.WORKLOADS:,} (split it into studies)")
-    kind = workload_class(search_space_class(target.space).workload_kind)
-    out = []
-    for item, key in items:
-        try:
-            w = kind.parse(r.text(item.get("shape", _MISSING), f"{key}.shape"),
-                           r.text(item.get("dtype", _MISSING), f"{key}.dtype"),
-                           item.get("b_layout"))
-        except StudyFileError:
-            raise  # already names the file and key
-        except UsageError as exc:
-            raise StudyFileError(f"{r.source}: key '{key}': {exc}") from None
-        if w.dtype.name not in target.dtypes:
-            raise StudyFileError(f"{r.source}: key '{key}.dtype': {w.dtype.name!r} is not "
-                                 f"supported by target {target.name}; allowed: "
-                                 f"{', '.join(target.dtypes)}")
-        out.append(w)
-    return tuple(dict.fromkeys(out))
 
 
 def _space(r: _Reader, raw: Any, target: Target, workloads: tuple[Workload, ...],

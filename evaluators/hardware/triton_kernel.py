@@ -9,7 +9,9 @@ Jobs are dicts: M, K, N, dtype (``bf16``, ``fp16``, ``fp32``), b_layout (``row``
 K x N; ``col``: N x K), the seven kernel parameters (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
 SPLIT_K, num_stages, num_warps), a seed and how A and B are loaded (``loads``: ``tma``, through
 the tensor memory accelerator of Hopper and later GPUs, or ``pointers``, addresses the kernel
-computes, which a job without the key gets).
+computes, which a job without the key gets). Instead of the kernel parameters a job may carry
+``selector``, a dispatch table as the Python module ``dse dispatch export --python`` writes:
+the kernel that table picks for the job's M, K and N runs (:func:`dispatched`).
 """
 
 from __future__ import annotations
@@ -288,9 +290,27 @@ def rejected_by_compiler(exc: BaseException) -> bool:
     return cause is not None and rejected_by_compiler(cause)
 
 
+def dispatched(job: dict[str, Any]) -> dict[str, Any]:
+    """``job`` with its kernel's parameters chosen by a dispatch table, where it has one:
+    ``job["selector"]`` is the source of the module ``dse dispatch export --python`` writes,
+    whose ``config(M, K, N)`` gives them (it needs nothing but Python). A job without one is
+    returned as it is."""
+    source = job.get("selector")
+    if source is None:
+        return job
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<dispatch table>", "exec"), namespace)  # noqa: S102 - the job's own
+    params = namespace["config"](job["M"], job["K"], job["N"])
+    chosen = {name: int(params[name]) for name in (*KERNEL_PARAMS, "num_stages", "num_warps")
+              if name in params}
+    return {**{k: v for k, v in job.items() if k != "selector"}, **chosen}
+
+
 def check(**job: Any) -> dict[str, Any]:
     """Compile and run once: ``ok`` with the error, ``infeasible`` with the compiler's reason
-    (out of resources, an invalid layout), or ``failed`` for a wrong product."""
+    (out of resources, an invalid layout), or ``failed`` for a wrong product. A job with a
+    dispatch table's selector runs the kernel the table picks (:func:`dispatched`)."""
+    job = dispatched(job)
     a, b, reference = _operands(job)
     c = _output(job, a)
     try:
@@ -366,7 +386,9 @@ def _bench(fn: Any) -> float:
 
 
 def run(**job: Any) -> RunOutput:
-    """One timed measurement of the config (the harness repeats it)."""
+    """One timed measurement of the config (the harness repeats it); a job with a dispatch
+    table's selector runs the kernel the table picks (:func:`dispatched`)."""
+    job = dispatched(job)
     a, b, reference = _operands(job)
     out = _output(job, a)
     launch = _launcher(job, a, b, out)
@@ -432,7 +454,9 @@ def _require_usable_gpu(exc: BaseException) -> None:
 
 
 def _measure_problem(jobs: list[dict[str, Any]], repeats: int) -> list[dict[str, Any]]:
-    """Check, time and compare against torch.matmul the configs of one problem."""
+    """Check, time and compare against torch.matmul the configs of one problem (a job with a
+    dispatch table's selector: the kernel the table picks)."""
+    jobs = [dispatched(job) for job in jobs]
     results: list[dict[str, Any]] = []
     baseline: float | None = None
     info = device()

@@ -111,6 +111,10 @@ class GemmMix:
         c = sum(t.count * t.M * t.N for t in self.terms) * dt.out_bytes
         return a, b, c
 
+    @staticmethod
+    def shape_of_gemm(m: int, k: int, n: int) -> str:
+        return f"{m}x{k}x{n}"
+
     @classmethod
     def parse(cls, shape: str, dtype: str, b_layout: str | None = None) -> GemmMix:
         """A mix from ``MxKxN[*COUNT][,...]``, a dtype pair and the B storage (``dense``)."""
