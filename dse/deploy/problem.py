@@ -93,16 +93,10 @@ def study_problem(store: ResultStore, study: str, per_shape: int = DEFAULT_CANDI
     params = list(frame.attrs.get("params", []))
     found = _study_candidates(frame, contexts, params, per_shape)
     searched = exact and evaluator.capabilities.score
-    best = np.zeros(len(contexts))
-    bound = [""] * len(contexts)
     if searched:
-        for i, ctx in enumerate(contexts):
-            outcome = exhaustive(evaluator, ctx, fix=space_spec.get("fix") or {},
-                                 free=space_spec.get("free") or (), top=per_shape)
-            found[i] = [c.params for c in outcome.top] + found[i]
-            if outcome.top:
-                best[i] = outcome.top[0].metrics["tops"]
-                bound[i] = str(outcome.top[0].metrics.get("bound", ""))
+        best, bound, tops_of = _searched(evaluator, contexts, space_spec, per_shape)
+        found = [exact_best + of_study for exact_best, of_study in zip(tops_of, found,
+                                                                       strict=True)]
     candidates = _unique([config for configs in found for config in configs])
     tops = np.stack([_scores(evaluator, ctx, candidates) if evaluator.capabilities.score
                      else _measured(frame, ctx, candidates, params) for ctx in contexts])
@@ -121,17 +115,26 @@ def problem_for(target: str, evaluator: Evaluator, evaluator_spec: dict[str, Any
     was not chosen for): each shape's optimum from the exhaustive search."""
     tgt = load_target(target)
     contexts = [_context(tgt, w, space_spec) for w in workloads]
-    best, bound = np.zeros(len(contexts)), [""] * len(contexts)
-    for i, ctx in enumerate(contexts):
-        outcome = exhaustive(evaluator, ctx, fix=space_spec.get("fix") or {},
-                             free=space_spec.get("free") or (), top=per_shape)
-        if outcome.top:
-            best[i] = outcome.top[0].metrics["tops"]
-            bound[i] = str(outcome.top[0].metrics.get("bound", ""))
+    best, bound, _ = _searched(evaluator, contexts, space_spec, per_shape)
     tops = np.stack([_scores(evaluator, ctx, candidates) for ctx in contexts])
     return CoverProblem("", target, evaluator_spec, space_spec, workloads, weights,
                         candidates, tops, np.maximum(best, tops.max(axis=1, initial=0.0)),
                         bound, True, list(contexts[0].space.params()))
+
+
+def _searched(evaluator: Evaluator, contexts: list[EvalContext], space_spec: dict[str, Any],
+              top: int) -> tuple[np.ndarray, list[str], list[list[dict[str, Any]]]]:
+    """Each shape's optimum by the exhaustive search (in the study's space), what bounds it, and
+    its ``top`` best configs."""
+    best, bound, configs = np.zeros(len(contexts)), [""] * len(contexts), []
+    for i, ctx in enumerate(contexts):
+        outcome = exhaustive(evaluator, ctx, fix=space_spec.get("fix") or {},
+                             free=space_spec.get("free") or (), top=top)
+        configs.append([c.params for c in outcome.top])
+        if outcome.top:
+            best[i] = outcome.top[0].metrics["tops"]
+            bound[i] = str(outcome.top[0].metrics.get("bound", ""))
+    return best, bound, configs
 
 
 def _context(target: Any, workload: Workload, space_spec: dict[str, Any]) -> EvalContext:
