@@ -420,3 +420,39 @@ def test_the_shipped_deployment_study_goes_from_model_to_table(tmp_path, target)
     assert fractions == sorted(fractions) and 0.5 < plan.cover.fraction <= 1
     for shape in plan.table["shapes"]:
         assert kernel_index(plan.table, shape["M"], shape["K"], shape["N"]) == shape["kernel"]
+
+
+def test_an_evaluator_that_cannot_score_counts_only_what_the_study_measured(tmp_path):
+    # the systolic simulator scores one config at a time: no exhaustive search, the optimum
+    # is the study's best, a pair the study did not measure cannot serve
+    storage = str(tmp_path / "sim.db")
+    run_study(study_from_dict({
+        "name": "sim", "target": "tpu-v1", "evaluator": "systolic-sim", "sampler": "exhaustive",
+        "workloads": [{"shape": "8x64x64", "dtype": "int8-int32", "weight": 4},
+                      {"shape": "16x64x128", "dtype": "int8-int32"}]}), storage)
+    problem = study_problem(ResultStore(storage), "sim")
+    assert not problem.exact
+    frame = ResultStore(storage).load_trials("sim")
+    for i, workload in enumerate(problem.workloads):
+        rows = frame[(frame["shape"] == workload.shape) & (frame["status"] == "ok")]
+        assert problem.optimum[i] == pytest.approx(rows["tops"].max())
+        measured = {tuple(row[p] for p in problem.params): row["tops"]
+                    for _, row in rows.iterrows()}
+        for j, candidate in enumerate(problem.candidates):
+            key = tuple(candidate[p] for p in problem.params)
+            assert problem.tops[i, j] == pytest.approx(measured.get(key, 0.0))
+    cover = choose(problem, 2)
+    assert cover.fraction == pytest.approx(1.0)  # each shape its own best
+
+
+def test_a_study_without_a_feasible_result_is_refused(tmp_path, capsys):
+    storage = str(tmp_path / "none.db")
+    run_study(study_from_dict({"name": "none", "target": "xdna2", "sampler": "random",
+                               "budget": {"trials": 2},
+                               "evaluator": {"name": "synthetic",
+                                             "options": {"fail_fraction": 1.0}},
+                               "workloads": [{"shape": "64x64x64", "dtype": "int8-int8"},
+                                             {"shape": "128x64x64", "dtype": "int8-int8"}]}),
+              storage)
+    assert main(["cover", "none", "--storage", storage]) == 2
+    assert "no feasible result to choose kernels from" in capsys.readouterr().err

@@ -42,6 +42,9 @@ def plan_study(store: ResultStore, study: str, kernels: int, objective: str = "t
     Raises:
         NoCover: no ``kernels`` candidates run every shape of the study."""
     problem = study_problem(store, study, per_shape)
+    if not problem.candidates:
+        raise NoCover(f"study {study!r} has no feasible result to choose kernels from: run it "
+                      "further")
     # as many kernels as shapes serve every shape at its own optimum: more add nothing
     kernels = min(kernels, len(problem.workloads))
     points = curve(problem, max(kernels, min(CURVE_KERNELS, len(problem.workloads))),
