@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ from dse.deploy.selector import kernel_index, python_module, select
 from dse.deploy.table import c_header, read_table, write_table
 from dse.storage.store import ResultStore
 from dse.study.runner import run_study
-from dse.study.spec import StudyFileError, study_from_dict
+from dse.study.spec import StudyFileError, load_study, study_from_dict
 
 TINY = {"name": "tiny", "hidden": 256, "intermediate": 512, "heads": 4, "kv_heads": 2,
         "vocab": 1000, "layers": 2}
@@ -405,10 +406,6 @@ def test_the_cover_report_compares_targets(stored, tmp_path, capsys):
 
 @pytest.mark.parametrize("target", ["xdna2", "h200"])
 def test_the_shipped_deployment_study_goes_from_model_to_table(tmp_path, target):
-    from pathlib import Path
-
-    from dse.study.spec import load_study
-
     path = Path(__file__).parents[1] / "studies" / f"deploy_llama3_8b_{target}.yaml"
     spec = load_study(path).with_overrides(trials=3)
     storage = str(tmp_path / "s.db")

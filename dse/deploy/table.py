@@ -63,7 +63,8 @@ def _rules(shapes: list[dict[str, Any]]) -> list[dict[str, Any]]:
             end = None if after is None else max(here["M"], math.isqrt(here["M"] * after["M"]))
             rules.append({"k": k, "n": n, "m_min": start, "m_max": end,
                           "kernel": here["kernel"]})
-            start = None if end is None else end + 1
+            if end is not None:
+                start = end + 1
     return rules
 
 

@@ -67,7 +67,7 @@ def documents_frame(texts: Sequence[str]) -> pd.DataFrame:
 def lines_frame(lines: bytes, count: int) -> pd.DataFrame:
     """:func:`documents_frame` of ``count`` documents given as one text, a line each."""
     try:
-        table = pa_json.read_json(io.BytesIO(lines) if count else io.BytesIO(b""))
+        table = pa_json.read_json(io.BytesIO(lines))
     # NaN or Infinity (not JSON to Arrow), a key whose type changes between documents, or a
     # nesting Arrow cannot read: those documents are decoded one by one below
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -88,6 +88,8 @@ def trial_table(lines: bytes, count: int) -> pa.Table | None:
                                    unexpected_field_behavior="error")
     try:
         table = pa_json.read_json(io.BytesIO(lines), parse_options=options)
+    # a value of another type than the schema's (a reason that is not text, say): the caller
+    # reads the trials row by row instead
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     return table if table.num_rows == count else None
