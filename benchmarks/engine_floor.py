@@ -19,11 +19,13 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from dse.storage import normalise_url
+from dse.storage.engine import CACHE_KIB
 from dse.storage.store import ResultStore
+from dse.study.exhaustive import SLICE
 
 SMALL = ("dse_targets", "dse_workloads", "dse_studies")  # copied once, not timed
 BULK = ("dse_configs", "dse_evaluations", "dse_trials")  # a row each a trial of the study
-WINDOW = 2_000  # trials a commit, as the exhaustive sampler commits a fast evaluator's
+WINDOW = SLICE  # trials a commit, as the exhaustive sampler commits a fast evaluator's
 
 
 def engine_seconds(source: str, target: str) -> float:
@@ -46,6 +48,7 @@ def _sqlite(source: str, target: str) -> float:
             closing(sqlite3.connect(target, isolation_level=None)) as write:
         write.execute("PRAGMA synchronous=NORMAL")
         write.execute("PRAGMA wal_autocheckpoint=16384")  # as dse's engine sets them
+        write.execute(f"PRAGMA cache_size={CACHE_KIB}")
         for table in SMALL:
             rows = read.execute(f"SELECT * FROM {table}").fetchall()
             write.executemany(f"INSERT INTO {table} VALUES ({_marks(rows)})", rows)

@@ -15,8 +15,9 @@ from dse import load_trials
 from dse.core.results import EvalResult, Status
 from dse.storage import ResultStore, config_key, frames, runs
 from dse.storage import models as m
+from dse.storage.copy_text import column_texts, copy_text
 from dse.storage.documents import Joined, documents_frame
-from dse.storage.engine import json_dumps, json_loads
+from dse.storage.engine import json_dumps, json_loads, json_texts
 from dse.storage.runs import Measured, PendingTrial, Window
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
@@ -229,3 +230,79 @@ def test_documents_out_of_the_trials_order_are_not_taken():
     joined = Joined(None, "0,2,1")
     assert not joined.in_order([0, 1, 2]) and joined.in_order([0, 2, 1])
     assert Joined(None, None).in_order([5, 3])  # an order the database promised
+
+
+def test_json_texts_are_json_dumps_of_each_document():
+    columns = [[{"a": 1.5, "b": "x\\y\n"}, {"c": [1, 2]}, {}],
+               [{"a": float("nan")}, {"a": 1}],  # one needs the standard library: all do
+               [{1: 2}], [{"a": 10 ** 30}], [{"s": "null"}], [{"é": "ü\t"}], []]
+    for values in columns:
+        assert json_texts(values) == [json_dumps(v) for v in values]
+    with pytest.raises(TypeError):
+        json_texts([{"a": 1}, {"a": object()}])
+
+
+def test_copy_text_reads_back_as_written_on_postgresql(postgres_url):
+    # every kind of value a window writes, through COPY's text format and back, bit for bit
+    from datetime import datetime
+
+    import numpy as np
+    from sqlalchemy import create_engine
+
+    floats = [0.1, 1e-300, 5e-324, 2.0 ** 60, -0.0, math.inf, -math.inf, 1 / 3, np.float64(2.5)]
+    texts = ["plain", "tab\there", "new\nline", "back\\slash", "cr\rx", "é", "\\N", ""]
+    rows = max(len(floats), len(texts))
+    columns = [list(range(rows)), [floats[i % len(floats)] for i in range(rows)],
+               [texts[i % len(texts)] for i in range(rows)], [None] * (rows - 1) + [7],
+               [i % 2 == 0 for i in range(rows)]]
+    created = datetime(2026, 12, 4, 15, 30, 1, 250)
+    engine = create_engine(postgres_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE t (i integer, f float8, s text, n integer, "
+                             "b boolean, c timestamp, d json)")
+        with conn.connection.driver_connection.cursor() as cursor, \
+                cursor.copy("COPY t FROM STDIN") as copy:
+            copy.write(copy_text(columns, [created, '{"k": "v\\\\w"}']))
+        back = conn.exec_driver_sql("SELECT i, f, s, n, b, c, d FROM t ORDER BY i").all()
+    engine.dispose()
+    assert [row.i for row in back] == columns[0]
+    assert [row.f for row in back] == [float(v) for v in columns[1]]
+    assert [math.copysign(1, row.f) for row in back] == [math.copysign(1, v) for v in columns[1]]
+    assert [row.s for row in back] == columns[2] and [row.n for row in back] == columns[3]
+    assert [row.b for row in back] == columns[4]
+    assert {row.c for row in back} == {created}
+    assert all(row.d == {"k": "v\\w"} for row in back)
+    assert column_texts([math.nan, None]) == ["nan", "\\N"]  # NaN reads back as PostgreSQL's NaN
+
+
+def test_a_window_of_stored_configs_and_results_is_stored_again_without_copies(storage_url):
+    # another study asks for the same configs and evaluates them again: on PostgreSQL the
+    # straight COPY meets the stored rows, is undone, and the staging table skips them
+    store = ResultStore(storage_url)
+    store.commit_window(_window(store, "first", TRIALS))
+    before = _stored(store)
+    store.commit_window(_window(store, "second", TRIALS))
+    after = _stored(store)
+    assert after["configs"] == before["configs"]
+    assert after["evaluations"] == before["evaluations"]
+    first, second = (frame.drop(columns=["study", "created_at"]).reset_index(drop=True)
+                     for frame in (load_trials(store, "first"), load_trials(store, "second")))
+    pd.testing.assert_frame_equal(first, second)
+
+
+def test_a_new_sqlite_file_has_big_pages_and_an_old_one_keeps_its_own(tmp_path):
+    import sqlite3
+
+    from dse.storage.engine import PAGE_BYTES
+
+    old = tmp_path / "old.db"
+    with sqlite3.connect(old) as conn:  # a file made before: 4 KiB pages, no WAL yet
+        conn.execute("PRAGMA page_size=4096")
+        conn.execute("CREATE TABLE t (x)")
+    for path, size in ((tmp_path / "new.db", PAGE_BYTES), (old, 4096)):
+        store = ResultStore(str(path))
+        store.commit_window(_window(store, "p", TRIALS))
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA page_size").fetchone()[0] == size
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert len(load_trials(str(path), "p")) == len(TRIALS)

@@ -2,13 +2,14 @@
 
 A study's window holds thousands of trials; through SQLAlchemy's ``insert()`` every row is a dict
 whose every value passes the column type's bind processor (``json.dumps`` for each document).
-Here the rows go to the driver as tuples, each column converted the way its type's bind
-processor would (documents by :func:`dse.storage.engine.json_dumps`, orjson's speed with the
-standard library's semantics), and a value that is the same in every row (the window's time,
-host, library versions) converted once. SQLite gets one ``executemany``; PostgreSQL a ``COPY``
-into a temporary table, then one ``INSERT ... SELECT`` (``ON CONFLICT DO NOTHING`` where rows may
-exist already), since ``COPY`` itself cannot skip a conflicting row.
-"""
+Here each column is converted at once, the way its type's bind processor would (a column of
+documents by :func:`dse.storage.engine.json_texts`, orjson's speed with the standard library's
+semantics), and a value that is the same in every row (the window's time, host, library
+versions) converted once. SQLite gets one ``executemany`` of the rows; PostgreSQL one ``COPY``
+of their text, built a column at a time (:mod:`dse.storage.copy_text`): straight into the table
+where the rows are new, else into a temporary table, then one ``INSERT ... SELECT`` (``ON
+CONFLICT DO NOTHING`` where rows may exist already), since ``COPY`` itself cannot skip a
+conflicting row."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import JSON, Connection, Table
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from dse.storage.engine import json_dumps
+from dse.storage.copy_text import copy_text
+from dse.storage.engine import json_dumps, json_texts
 
 Convert = Callable[[Any], Any]
 
@@ -33,24 +35,27 @@ def converter(table: Table, name: str, dialect: Any) -> Convert | None:
     return column_type._cached_bind_processor(dialect)  # noqa: SLF001 - SQLAlchemy's own cache
 
 
-def driver_rows(table: Table, dialect: Any, columns: Mapping[str, Sequence[Any]],
-                constants: Mapping[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """The column names and the rows as driver values: ``columns`` holds one value per row,
-    ``constants`` one value for every row (converted once)."""
+def driver_columns(table: Table, dialect: Any, columns: Mapping[str, Sequence[Any]],
+                   constants: Mapping[str, Any]) -> tuple[list[str], list[Sequence[Any]],
+                                                          list[Any]]:
+    """The column names, the per-row ``columns`` as driver values and the ``constants`` (one
+    value for every row) as driver values, each converted once; a column of documents is
+    encoded in one pass (:func:`json_texts`)."""
     converted = []
     for name, values in columns.items():
         convert = converter(table, name, dialect)
-        converted.append(values if convert is None else
-                         [None if v is None else convert(v) for v in values])
+        if convert is json_dumps and None not in values:
+            converted.append(json_texts(values))
+        else:
+            converted.append(values if convert is None else
+                             [None if v is None else convert(v) for v in values])
     fixed = []
     for name, value in constants.items():
         convert = converter(table, name, dialect)
-        fixed.append(itertools.repeat(value if convert is None or value is None
-                                      else convert(value)))
+        fixed.append(value if convert is None or value is None else convert(value))
     if len({len(values) for values in converted}) > 1:
         raise ValueError(f"columns of {table.name} of unequal lengths")
-    # the constants repeat without end: the per-row columns, equal in length, end the rows
-    return [*columns, *constants], list(zip(*converted, *fixed, strict=False))
+    return [*columns, *constants], converted, fixed
 
 
 def insert_rows(connection: Connection, table: Table, columns: Mapping[str, Sequence[Any]],
@@ -66,11 +71,15 @@ def insert_rows(connection: Connection, table: Table, columns: Mapping[str, Sequ
     PostgreSQL; on SQLite, none): the caller looks up the others. A table just bulk-loaded has
     statistics PostgreSQL has not refreshed yet, with which a lookup by the unique key scans
     every row of the study, so the ids of new rows are best not looked up at all."""
-    names, rows = driver_rows(table, connection.dialect, columns, constants or {})
-    if not rows:
+    names, converted, fixed = driver_columns(table, connection.dialect, columns,
+                                             constants or {})
+    if not converted or not converted[0]:
         return []
     if connection.dialect.name == "postgresql":
-        return _copy_rows(connection, table, names, rows, conflict, returning)
+        return _copy_rows(connection, table, names, copy_text(converted, fixed), conflict,
+                          returning)
+    # the constants repeat without end: the per-row columns, equal in length, end the rows
+    rows = list(zip(*converted, *map(itertools.repeat, fixed), strict=False))
     marks = ", ".join("?" if connection.dialect.paramstyle == "qmark" else "%s" for _ in names)
     sql = f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({marks})"
     if conflict:
@@ -91,9 +100,7 @@ def insert_new_rows(connection: Connection, table: Table, columns: Mapping[str, 
     the rows skipped are those whose ids are then absent, read by id range rather than looked
     up by key. On PostgreSQL the ids come back from the insert itself (``RETURNING``)."""
     if connection.dialect.name == "postgresql":
-        rows = insert_rows(connection, table, columns, constants, conflict=conflict,
-                           returning=(*key, "id"))
-        return {tuple(row[:-1]): row[-1] for row in rows}
+        return _insert_new_postgresql(connection, table, columns, constants, conflict, key)
     count = len(next(iter(columns.values())))
     first = (connection.exec_driver_sql(f"SELECT max(id) FROM {table.name}").scalar() or 0) + 1
     ids = range(first, first + count)
@@ -108,8 +115,33 @@ def insert_new_rows(connection: Connection, table: Table, columns: Mapping[str, 
     return {k: i for k, i in zip(keys, ids, strict=True) if i in present}
 
 
-def _copy_rows(connection: Connection, table: Table, names: list[str],
-               rows: list[tuple[Any, ...]], conflict: Sequence[str] | None,
+def _insert_new_postgresql(connection: Connection, table: Table,
+                           columns: Mapping[str, Sequence[Any]], constants: Mapping[str, Any],
+                           conflict: Sequence[str], key: Sequence[str],
+                           ) -> dict[tuple[Any, ...], int]:
+    """:func:`insert_new_rows` on PostgreSQL. The rows are most often all new (a window's
+    configs and fresh results): they get ids drawn from the table's sequence and go straight
+    into the table by ``COPY``, under a savepoint. Where one is stored already (another
+    study's config, another writer's result), that is undone and the rows go through a staging
+    table instead, which skips the stored ones and returns the new ones' ids."""
+    count = len(next(iter(columns.values())))
+    with connection.connection.driver_connection.cursor(binary=True) as cursor:
+        # one array, in binary: SQLAlchemy's rows of ten thousand ids took ten times as long
+        ids = cursor.execute(
+            f"SELECT array_agg(nextval(pg_get_serial_sequence('{table.name}', 'id'))) "
+            "FROM generate_series(1, %s)", (count,)).fetchone()[0]
+    try:
+        with connection.begin_nested():
+            insert_rows(connection, table, {"id": ids, **columns}, constants)
+    except IntegrityError:
+        rows = insert_rows(connection, table, columns, constants, conflict=conflict,
+                           returning=(*key, "id"))
+        return {tuple(row[:-1]): row[-1] for row in rows}
+    return dict(zip(zip(*(columns[name] for name in key), strict=True), ids, strict=True))
+
+
+def _copy_rows(connection: Connection, table: Table, names: list[str], lines: bytes,
+               conflict: Sequence[str] | None,
                returning: Sequence[str]) -> list[tuple[Any, ...]]:
     """PostgreSQL: ``COPY`` the rows into ``table``, or, to skip conflicting rows or return
     columns, into a temporary copy of it (dropped at commit), then move them in one
@@ -128,8 +160,7 @@ def _copy_rows(connection: Connection, table: Table, names: list[str],
     try:
         with connection.connection.driver_connection.cursor() as cursor, \
                 cursor.copy(statement) as copy:
-            for row in rows:
-                copy.write_row(row)
+            copy.write(lines)
     except dbapi.Error as exc:  # reported as SQLAlchemy reports any statement's error
         raise DBAPIError.instance(statement, None, exc, dbapi.Error,
                                   dialect=connection.dialect) from None

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from dse.study.spec import StudySpec
 
 DEFAULT_MAX_CONFIGS = 200_000
-SLICE = 2_000
+SLICE = 10_000  # configs a fast evaluator scores, and the store commits, at once
 ROUND = 4  # a slow evaluator's round, in a sampler's rounds (see run_exhaustive)
 
 
