@@ -6,14 +6,16 @@ Run: python benchmarks/store_speed.py [--shape 4032x4032x4032] [--postgres URL] 
 Runs the exhaustive XDNA int8 study (139,279 trials for the default 4032^3 problem) twice into
 fresh databases, with the old write path (``dse.storage.runs.BULK_WRITES = False``: SQLAlchemy
 ``insert()`` of row dicts, ``json.dumps`` per document) and the new one (driver
-``executemany`` on SQLite, ``COPY`` on PostgreSQL, orjson), timing the store's share (its
-``commit_window`` calls, in trials per second) and the whole run. Then times ``load_trials`` of
-the stored study with the old read path (``dse.storage.frames.COLUMNAR_READS = False``) and the
-new one (best of ``--repeats``). The engine's own share is measured too: the bare driver
-storing the same rows into a third database (``engine_floor.py``). SQLite always; PostgreSQL as
-well with ``--postgres`` or ``$DSE_TEST_POSTGRES_URL`` (a fresh database is created on that
-server for each run, and dropped after). Exits non-zero if the two paths stored or loaded
-anything different.
+``executemany`` on SQLite, ``COPY`` on PostgreSQL, documents encoded a column at a time),
+timing the store's share (its ``commit_window`` calls, in trials per second), the frame the
+runner keeps when the run ends (``keep_frame``) and the whole run. Then times ``load_trials``
+of the stored study (best of ``--repeats``) three ways: from the kept frame, from the
+documents (``dse.storage.snapshots.SNAPSHOT_READS = False``), and by the old read path
+(``dse.storage.frames.COLUMNAR_READS = False``). The engine's own share is measured too: the
+bare driver storing the same rows into a third database (``engine_floor.py``). SQLite always;
+PostgreSQL as well with ``--postgres`` or ``$DSE_TEST_POSTGRES_URL`` (a fresh database is
+created on that server for each run, and dropped after). Exits non-zero if the paths stored or
+loaded anything different, or the run kept no frame.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from engine_floor import engine_seconds
 from goals import against_goal, best_of
 
 from dse import load_trials
-from dse.storage import frames, normalise_url, runs
+from dse.storage import frames, normalise_url, runs, snapshots
 from dse.storage.store import ResultStore
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
@@ -72,9 +74,10 @@ def fresh_database(backend: str, server: str | None) -> Iterator[str]:
 
 def store_study(storage: str, shape: str, bulk: bool) -> dict[str, float]:
     """Run the exhaustive study into ``storage`` with the bulk or the old write path: the
-    trials stored, and the seconds (wall and CPU) spent in the store's commits and in all."""
-    spent = {"trials": 0.0, "store_s": 0.0, "store_cpu_s": 0.0}
-    commit = ResultStore.commit_window
+    trials stored, the seconds (wall and CPU) spent in the store's commits, in keeping the
+    study's frame when the run ends, and in all, and the kept frame's bytes."""
+    spent = {"trials": 0.0, "store_s": 0.0, "store_cpu_s": 0.0, "keep_s": 0.0, "kept": 0.0}
+    commit, keep = ResultStore.commit_window, ResultStore.keep_frame
 
     def timed(store: ResultStore, window: Any) -> None:
         wall, cpu = time.perf_counter(), time.process_time()
@@ -83,26 +86,34 @@ def store_study(storage: str, shape: str, bulk: bool) -> dict[str, float]:
         spent["store_cpu_s"] += time.process_time() - cpu
         spent["trials"] += len(window.trials)
 
-    runs.BULK_WRITES, ResultStore.commit_window = bulk, timed
+    def timed_keep(store: ResultStore, name: str) -> int | None:
+        wall = time.perf_counter()
+        kept = keep(store, name)
+        spent["keep_s"] += time.perf_counter() - wall
+        spent["kept"] += kept or 0
+        return kept
+
+    runs.BULK_WRITES, ResultStore.commit_window, ResultStore.keep_frame = bulk, timed, timed_keep
     start = time.perf_counter()
     try:
         run_study(study_from_dict({"name": NAME, "target": "xdna", "sampler": "exhaustive",
                                    "workload": {"shape": shape, "dtype": "int8-int8"}}),
                   storage)
     finally:
-        runs.BULK_WRITES, ResultStore.commit_window = True, commit
+        runs.BULK_WRITES, ResultStore.commit_window, ResultStore.keep_frame = True, commit, keep
     spent["total_s"] = time.perf_counter() - start
     return spent
 
 
-def load(storage: str, columnar: bool, repeats: int) -> tuple[float, pd.DataFrame]:
-    """Best-of-``repeats`` seconds of ``load_trials`` with the columnar or the old read path,
-    and the frame."""
-    frames.COLUMNAR_READS = columnar
+def load(storage: str, read: str, repeats: int) -> tuple[float, pd.DataFrame]:
+    """Best-of-``repeats`` seconds of ``load_trials`` and the frame, read from the frame kept
+    when the run ended (``read="kept"``), from the documents (``"documents"``), or by the old
+    path (``"old"``: SQLAlchemy's rows, ``pd.DataFrame.from_records``)."""
+    frames.COLUMNAR_READS, snapshots.SNAPSHOT_READS = read != "old", read == "kept"
     try:
         return best_of(repeats, lambda: load_trials(storage, NAME))
     finally:
-        frames.COLUMNAR_READS = True
+        frames.COLUMNAR_READS, snapshots.SNAPSHOT_READS = True, True
 
 
 def check(condition: bool, what: str) -> None:
@@ -143,16 +154,24 @@ def bench(backend: str, server: str | None, shape: str, repeats: int) -> None:
         against_goal(f"run + store an exhaustive study, {label}",
                      new["trials"] / new["total_s"], STORE_GOAL, "trials/s",
                      old=old["trials"] / old["total_s"])
-        load_new_s, frame = load(new_db, columnar=True, repeats=repeats)
-        load_old_s, before = load(new_db, columnar=False, repeats=repeats)
-        try:
-            pd.testing.assert_frame_equal(frame, before, check_exact=True)
-        except AssertionError as exc:
-            check(False, f"load_trials differs between the read paths: {exc}")
-        check(frame.attrs == before.attrs, "load_trials' attrs differ between the read paths")
-        compare_stored(load(old_db, columnar=True, repeats=1)[1], frame, new["trials"])
-        against_goal(f"load_trials of {len(frame):,} trials, {label}", load_new_s, LOAD_GOAL_S,
-                     "s", higher_is_better=False, old=load_old_s)
+        print(f"{backend}: keeping the study's frame when the run ended took "
+              f"{new['keep_s']:.2f} s ({new['kept'] / 1e6:.1f} MB)", flush=True)
+        load_kept_s, frame = load(new_db, "kept", repeats)
+        load_documents_s, documents = load(new_db, "documents", repeats)
+        load_old_s, before = load(new_db, "old", repeats)
+        check(new["kept"] > 0, "the run kept no frame of the study")
+        for name, other in (("the documents", documents), ("the old path", before)):
+            try:
+                pd.testing.assert_frame_equal(frame, other, check_exact=True)
+            except AssertionError as exc:
+                check(False, f"load_trials of the kept frame differs from {name}: {exc}")
+            check(frame.attrs == other.attrs, f"load_trials' attrs differ from {name}'s")
+        compare_stored(load(old_db, "documents", repeats=1)[1], frame, new["trials"])
+        against_goal(f"load_trials of {len(frame):,} trials (the kept frame), {label}",
+                     load_kept_s, LOAD_GOAL_S, "s", higher_is_better=False, old=load_old_s)
+        against_goal(f"load_trials of {len(frame):,} trials (from the documents), {label}",
+                     load_documents_s, LOAD_GOAL_S, "s", higher_is_better=False,
+                     old=load_old_s)
 
 
 def main() -> None:

@@ -166,9 +166,13 @@ def test_cli_numbers_take_ascii_digits_within_the_limits(capsys):
     _refused(capsys, ["trials", "s", "--limit", "10000000"], "expected 1 to 1,000,000 rows")
 
 
+def _page_size(path: str) -> int:
+    return sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+
+
 def _zero_pages(path: str, first: int, count: int) -> None:
     """Overwrite ``count`` pages of a SQLite file from page ``first`` with zeros."""
-    size = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+    size = _page_size(path)
     with open(path, "r+b") as handle:
         handle.seek(first * size)
         handle.write(b"\0" * size * count)
@@ -182,7 +186,7 @@ def _checkpointed(storage: str) -> None:
 
 def test_a_damaged_file_is_refused_and_left_as_it_was(stored, tmp_path, capsys):
     _checkpointed(stored)
-    pages = os.path.getsize(stored) // 4096
+    pages = os.path.getsize(stored) // _page_size(stored)
     _zero_pages(stored, pages // 2, 3)
     before = Path(stored).read_bytes()
     _refused(capsys, ["run", str(_study(tmp_path, name="new")), "--storage", stored],
@@ -196,7 +200,8 @@ def test_a_damaged_file_is_refused_and_left_as_it_was(stored, tmp_path, capsys):
 def test_random_bytes_in_the_middle_are_found_by_the_check(stored, tmp_path, capsys):
     _checkpointed(stored)
     data = bytearray(Path(stored).read_bytes())
-    middle = len(data) // 2 // 4096 * 4096
+    size = _page_size(stored)
+    middle = len(data) // 2 // size * size
     data[middle:middle + 2000] = os.urandom(2000)
     Path(stored).write_bytes(bytes(data))
     _refused(capsys, ["run", str(_study(tmp_path, name="new")), "--storage", stored],
@@ -205,7 +210,7 @@ def test_random_bytes_in_the_middle_are_found_by_the_check(stored, tmp_path, cap
 
 def test_reading_a_damaged_file_says_so(stored, capsys):
     _checkpointed(stored)
-    _zero_pages(stored, 1, os.path.getsize(stored) // 4096 - 1)  # all but the header page
+    _zero_pages(stored, 1, os.path.getsize(stored) // _page_size(stored) - 1)  # all but the first
     assert main(["best", "kept", "--storage", stored]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and ("is damaged" in err or "cannot read" in err), err

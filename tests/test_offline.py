@@ -21,7 +21,8 @@ from dse.study.spec import study_from_dict
 RUNNER = Path(__file__).parents[1] / "dse" / "offline" / "runner.py"
 
 
-def test_export_run_ingest_round_trip(tmp_path, capsys):
+def test_export_run_ingest_round_trip(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("dse.storage.runs.MIN_TRIALS", 1)  # the study's frame kept, however small
     storage = str(tmp_path / "r.db")
     run_study(study_from_dict({
         "name": "model-only", "target": "cpu",
@@ -46,6 +47,8 @@ def test_export_run_ingest_round_trip(tmp_path, capsys):
     measured = frame[frame["evaluator"] == "cpu"]
     assert len(frame) == before + 3 and len(measured) == 3 and (measured["tops"] > 0).all()
     assert measured["host"].notna().all()
+    with sqlite3.connect(storage) as conn:  # the frame kept at the run's end was kept again
+        assert conn.execute("SELECT trials FROM dse_frame_snapshots").fetchall() == [(len(frame),)]
     # a second ingest adds nothing
     assert main(["ingest", str(results), "--storage", storage]) == 0
     assert "0 new evaluations, 0 new trials" in capsys.readouterr().out

@@ -200,4 +200,6 @@ def ingest(store: ResultStore, path: str | Path, data: dict[str, Any] | None = N
     added = store.ingest_results(
         data["study"], evaluator,
         [(r.ctx.workload.to_dict(), r.ctx.space.name, r.result) for r in records], provenance)
+    if added["trials"]:  # the frame kept when the study's run ended is stale now
+        store.keep_frame(data["study"])
     return {"results": len(data["results"]), **added}

@@ -29,6 +29,7 @@ from dse.storage.documents import (
     read_joined,
     side_connections,
 )
+from dse.storage.snapshots import read_snapshot
 
 WORKLOAD_COLUMNS = ("shape", "dtype", "b_layout")
 # The best configs are judged by the most faithful results a study has.
@@ -57,8 +58,14 @@ def in_study_trials(query: Select[Any], study_id: int) -> Select[Any]:
             .where(m.TrialRow.study_id == study_id))
 
 
-def study_frame(s: Session, study: m.StudyRow) -> pd.DataFrame:
-    """Every trial of ``study``: one row each, parameters and metrics as columns."""
+def study_frame(s: Session, study: m.StudyRow, snapshot: bool = True) -> pd.DataFrame:
+    """Every trial of ``study``: one row each, parameters and metrics as columns; the frame
+    kept when its last run ended where its trials are still those (``snapshot``; see
+    :mod:`dse.storage.snapshots`), else read from the documents."""
+    kept = read_snapshot(s, study) if snapshot and COLUMNAR_READS else None
+    if kept is not None:
+        kept.attrs["objectives"] = objectives_of(study)
+        return kept
     # A study has few workloads and many trials: decode each workload once, not per trial.
     workloads = {wid: body for wid, body in s.execute(
         select(m.WorkloadRow.id, m.WorkloadRow.body).where(m.WorkloadRow.id.in_(

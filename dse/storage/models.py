@@ -22,13 +22,14 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class Base(DeclarativeBase):
@@ -173,4 +174,18 @@ class FaultRow(Base):
     configs: Mapped[int] = mapped_column(Integer)  # how many configs that batch held
     retried: Mapped[int] = mapped_column(Integer)  # 1: tried again; 0: the study stopped
     host: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class FrameSnapshotRow(Base):
+    """A study's whole frame as one Arrow document, valid while the study has ``trials`` trials
+    numbered up to ``last_number`` (see :mod:`dse.storage.snapshots`; schema version 5)."""
+
+    __tablename__ = "dse_frame_snapshots"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("dse_studies.id"), unique=True)
+    trials: Mapped[int] = mapped_column(Integer)
+    last_number: Mapped[int] = mapped_column(Integer)
+    format: Mapped[str] = mapped_column(String(200))  # the encoding and the libraries behind it
+    body: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(DateTime)

@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from dse.core.errors import UsageError
+from sqlalchemy.exc import SQLAlchemyError
+
+from dse.core.errors import DseError, UsageError
 from dse.core.results import EvalResult, Status
 from dse.storage import models as m
 from dse.storage.bulk import insert_new_rows, insert_rows, pairs_in
+from dse.storage.frames import study_frame
 from dse.storage.keys import config_key, now
+from dse.storage.snapshots import MIN_TRIALS, keep_snapshot, trial_extent
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -367,6 +372,28 @@ class RunWrites:
                     "created_at": now()}])
                 added["trials"] += 1
         return added
+
+    def keep_frame(self: ResultStore, name: str) -> int | None:
+        """Keep the study's frame as it is now, for reads of every trial to take whole (see
+        :mod:`dse.storage.snapshots`), if it has :data:`~dse.storage.snapshots.MIN_TRIALS`
+        trials or more; returns the snapshot's size in bytes, None if none was kept. Only a
+        speed-up: a database error is reported on stderr, not raised (what was stored
+        stands, and reads take its documents)."""
+        try:
+            with self.session() as s:
+                row = self.require_study(s, name)
+                count, last = trial_extent(s, row.id)
+                if count < MIN_TRIALS or last is None:
+                    return None
+                frame = study_frame(s, row, snapshot=False)
+                frame.attrs.pop("objectives", None)
+                # trials added while the frame was read make it stale at once: it keeps its own
+                return keep_snapshot(s, row.id, frame,
+                                     (len(frame), int(frame["number"].max())), now())
+        except (SQLAlchemyError, DseError) as exc:
+            print(f"dse: study {name!r} is stored; its frame was not kept for fast reads "
+                  f"({exc}): they read its documents instead", file=sys.stderr)
+            return None
 
     def study_journal(self: ResultStore, name: str) -> list[dict[str, Any]]:
         """The study's Optuna journal lines, in order."""

@@ -389,9 +389,13 @@ def _unchecked_bulk_tables(store: ResultStore) -> None:
                 conn.exec_driver_sql(f'ALTER TABLE {table} DROP CONSTRAINT IF EXISTS "{name}"')
 
 
+def _add_frame_snapshots_table(store: ResultStore) -> None:
+    m.FrameSnapshotRow.__table__.create(store.engine, checkfirst=True)
+
+
 # Migration to schema version N, applied in order to databases written by an older dse.
 MIGRATIONS: dict[int, Any] = {2: _add_fidelity_table, 3: _add_faults_table,
-                              4: _unchecked_bulk_tables}
+                              4: _unchecked_bulk_tables, 5: _add_frame_snapshots_table}
 
 
 def open_store(storage: ResultStore | str | None, existing: bool = False,
