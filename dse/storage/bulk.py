@@ -98,7 +98,8 @@ def insert_new_rows(connection: Connection, table: Table, columns: Mapping[str, 
     On SQLite the caller holds the database's write lock (see
     :func:`dse.storage.runs.hold_write_lock`): the rows get ids after the largest stored, and
     the rows skipped are those whose ids are then absent, read by id range rather than looked
-    up by key. On PostgreSQL the ids come back from the insert itself (``RETURNING``)."""
+    up by key. On PostgreSQL they are drawn from the table's sequence, or, where some rows
+    are stored already, come back from the insert itself (``RETURNING``)."""
     if connection.dialect.name == "postgresql":
         return _insert_new_postgresql(connection, table, columns, constants, conflict, key)
     count = len(next(iter(columns.values())))

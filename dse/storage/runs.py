@@ -392,7 +392,8 @@ class RunWrites:
                                      (len(frame), int(frame["number"].max())), now())
         except (SQLAlchemyError, DseError) as exc:
             print(f"dse: study {name!r} is stored; its frame was not kept for fast reads "
-                  f"({exc}): they read its documents instead", file=sys.stderr)
+                  f"({getattr(exc, 'orig', None) or exc}): they read its documents instead",
+                  file=sys.stderr)
             return None
 
     def study_journal(self: ResultStore, name: str) -> list[dict[str, Any]]:

@@ -200,7 +200,7 @@ class StudyRunner:
             self.store.release(self.spec.name, self.owner, status,
                                self.claim.updated_before if unchanged else None)
             self.pool.close()  # Ray's shutdown takes seconds: the study is released first
-        if self.recorder.next_number != self.claim.next_number:
+        if self.recorder.next_number != self.claim.next_number and status != "interrupted":
             self.store.keep_frame(self.spec.name)  # whole reads of the study take it at once
         if self.offline is not None and self.offline_path is not None:
             self.offline.write(self.offline_path)
