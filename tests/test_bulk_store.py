@@ -306,3 +306,17 @@ def test_a_new_sqlite_file_has_big_pages_and_an_old_one_keeps_its_own(tmp_path):
             assert conn.execute("PRAGMA page_size").fetchone()[0] == size
             assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert len(load_trials(str(path), "p")) == len(TRIALS)
+
+
+def test_a_study_served_from_the_store_has_the_results_another_evaluated(storage_url):
+    # the second study asks for the same configs: every result comes from the store, read by
+    # config key (ids first, then their evaluations), equal to what the first one evaluated
+    spec = {"target": "xdna", "sampler": "exhaustive",
+            "workload": {"shape": "128x128x128", "dtype": "int8-int8"}}
+    first = run_study(study_from_dict({"name": "first", **spec}), storage_url)
+    second = run_study(study_from_dict({"name": "second", **spec}), storage_url)
+    assert first.workloads[0].evaluated > 0 and second.workloads[0].evaluated == 0
+    frames_ = [load_trials(storage_url, name).drop(columns=["study", "cached", "created_at"])
+               for name in ("first", "second")]
+    pd.testing.assert_frame_equal(*frames_, check_exact=True)
+    assert load_trials(storage_url, "second")["cached"].all()

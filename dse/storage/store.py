@@ -265,20 +265,6 @@ class ResultStore(StudyReads, RunWrites):
                 e.config_id.in_(unique[start:start + 500]))).all())
         return found
 
-    def find_evaluations_by_key(self, s: Session, target_id: int, workload_id: int,
-                                keys: Sequence[str], evaluator: str, version: str,
-                                ) -> dict[str, m.EvaluationRow]:
-        """Like :meth:`find_evaluations`, by config key (no config rows are written)."""
-        found: dict[str, m.EvaluationRow] = {}
-        unique = list(dict.fromkeys(keys))
-        for start in range(0, len(unique), 500):
-            rows = s.execute(select(m.ConfigRow.key, m.EvaluationRow).join(
-                m.EvaluationRow, m.EvaluationRow.config_id == m.ConfigRow.id).where(
-                *self._identity(target_id, workload_id, evaluator, version),
-                m.ConfigRow.key.in_(unique[start:start + 500])))
-            found.update({key: row for key, row in rows})
-        return found
-
     def evaluated_keys(self, s: Session, target_id: int, workload_id: int, evaluator: str,
                        version: str) -> set[str]:
         """Config keys with a stored evaluation by this evaluator version."""
