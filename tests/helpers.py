@@ -6,6 +6,13 @@ from typing import Any
 
 from dse.core.params import batch_take
 from dse.core.registry import build_context
+from dse.core.results import EvalResult, Status
+from dse.storage import ResultStore, config_key
+from dse.storage.runs import Measured, PendingTrial, Window
+
+SPACE = "space"
+BY = Measured("analytical", "1", "analytical")
+WORKLOAD = {"M": 64, "K": 64, "N": 64, "dtype": "int8-int8", "b_layout": "col", "space": SPACE}
 
 
 def one_config(target: str, dtype: str, shape: str, b_layout: str = "col", **params: Any):
@@ -31,3 +38,29 @@ def first_rule(ctx, batch) -> str | None:
 
 
 __all__ = ["batch_take", "first_rule", "one_config", "score_one"]
+
+
+class StubTarget:
+    """The little of a target the store keeps: a name, a digest and its constants."""
+
+    name = "t"
+
+    def digest(self) -> str:
+        return "digest"
+
+    def to_dict(self) -> dict:
+        return {"x": 1}
+
+
+def store_window(store: ResultStore, name: str, trials: list[tuple[dict, dict, bool]],
+                 next_number: int = 0) -> Window:
+    """A window of ``trials`` (params, metrics, cached) for study ``name`` (claimed, created
+    if new), on one workload of the space ``SPACE``; a trial without metrics is infeasible."""
+    claim = store.claim_study(name, {"s": name}, StubTarget(), "me:1", 60.0)
+    workload_id, _ = store.open_workload(claim.study_id, WORKLOAD)
+    pending = [PendingTrial(workload_id, config_key(SPACE, p), p,
+                            EvalResult(Status.OK if metrics else Status.INFEASIBLE, p, metrics,
+                                       None if metrics else "too big", 0.5), cached, BY)
+               for p, metrics, cached in trials]
+    return Window(name, claim.study_id, claim.target_id, SPACE, next_number, pending, None,
+                  "me:1", 60.0, "host", {"numpy": "2"})

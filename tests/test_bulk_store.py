@@ -12,19 +12,14 @@ from sqlalchemy import inspect, select, update
 from sqlalchemy.exc import IntegrityError
 
 from dse import load_trials
-from dse.core.results import EvalResult, Status
-from dse.storage import ResultStore, config_key, frames, runs
+from dse.storage import ResultStore, frames, runs
 from dse.storage import models as m
 from dse.storage.copy_text import column_texts, copy_text
 from dse.storage.documents import Joined, documents_frame
 from dse.storage.engine import json_dumps, json_loads, json_texts
-from dse.storage.runs import Measured, PendingTrial, Window
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
-
-SPACE = "space"
-BY = Measured("analytical", "1", "analytical")
-WORKLOAD = {"M": 64, "K": 64, "N": 64, "dtype": "int8-int8", "b_layout": "col", "space": SPACE}
+from tests.helpers import store_window
 
 
 @pytest.fixture(params=[True, False], ids=["bulk", "rows"])
@@ -33,29 +28,6 @@ def write_path(request):
     runs.BULK_WRITES = request.param
     yield request.param
     runs.BULK_WRITES = True
-
-
-def _window(store: ResultStore, name: str, trials: list[tuple[dict, dict, bool]],
-            next_number: int = 0) -> Window:
-    """A window of ``trials`` (params, metrics, cached) for study ``name`` (created)."""
-    claim = store.claim_study(name, {"s": name}, _Target(), "me:1", 60.0)
-    workload_id, _ = store.open_workload(claim.study_id, WORKLOAD)
-    pending = [PendingTrial(workload_id, config_key(SPACE, p), p,
-                            EvalResult(Status.OK if metrics else Status.INFEASIBLE, p, metrics,
-                                       None if metrics else "too big", 0.5), cached, BY)
-               for p, metrics, cached in trials]
-    return Window(name, claim.study_id, claim.target_id, SPACE, next_number, pending, None,
-                  "me:1", 60.0, "host", {"numpy": "2"})
-
-
-class _Target:
-    name = "t"
-
-    def digest(self) -> str:
-        return "digest"
-
-    def to_dict(self) -> dict:
-        return {"x": 1}
 
 
 def _stored(store: ResultStore) -> dict[str, list[tuple]]:
@@ -114,8 +86,8 @@ def test_bulk_writes_store_the_rows_the_old_path_stores(storage_url):
         runs.BULK_WRITES = bulk
         try:
             _empty(store)
-            store.commit_window(_window(store, "s", TRIALS))
-            store.commit_window(_window(store, "s", TRIALS[:2], next_number=len(TRIALS)))
+            store.commit_window(store_window(store, "s", TRIALS))
+            store.commit_window(store_window(store, "s", TRIALS[:2], next_number=len(TRIALS)))
             stored[bulk] = _stored(store)
         finally:
             runs.BULK_WRITES = True
@@ -142,7 +114,7 @@ def test_a_version_3_database_loses_the_bulk_tables_checks(storage_url):
         assert [ix["name"] for ix in inspector.get_indexes(table) if not ix["unique"]] == []
         assert inspector.get_foreign_keys(table) == []
     # an older SQLite file keeps its foreign keys: the bulk path's ids satisfy them
-    again.commit_window(_window(again, "s", TRIALS))
+    again.commit_window(store_window(again, "s", TRIALS))
     assert len(_stored(again)["trials"]) == len(TRIALS)
 
 
@@ -150,7 +122,7 @@ def test_nan_and_infinities_round_trip_as_the_standard_library_writes_them(tmp_p
                                                                            write_path):
     store = ResultStore(str(tmp_path / "nan.db"))
     metrics = {"tops": 1.0, "t": float("nan"), "u": float("inf"), "v": -float("inf")}
-    store.commit_window(_window(store, "n", [({"a": 1}, metrics, False)]))
+    store.commit_window(store_window(store, "n", [({"a": 1}, metrics, False)]))
     frame = load_trials(store, "n")
     assert math.isnan(frame["t"][0]) and frame["u"][0] == math.inf
     assert frame["v"][0] == -math.inf
@@ -178,18 +150,18 @@ def test_nan_is_refused_on_postgresql_as_before(postgres_url, write_path):
 
     store = ResultStore(postgres_url)
     with pytest.raises(DataError):
-        store.commit_window(_window(store, "n", [({"a": 1}, {"t": float("nan")}, False)]))
+        store.commit_window(store_window(store, "n", [({"a": 1}, {"t": float("nan")}, False)]))
     assert _stored(store)["trials"] == []
 
 
 def test_a_failing_window_leaves_nothing_half_stored(storage_url, write_path):
     store = ResultStore(storage_url)
-    store.commit_window(_window(store, "f", TRIALS[:1]))
+    store.commit_window(store_window(store, "f", TRIALS[:1]))
     before = _stored(store)
     # trial number 0 exists already: the trials' insert fails after the configs' and the
     # evaluations' did
     with pytest.raises(IntegrityError):
-        store.commit_window(_window(store, "f", TRIALS[2:], next_number=0))
+        store.commit_window(store_window(store, "f", TRIALS[2:], next_number=0))
     assert _stored(store) == before
 
 
@@ -279,9 +251,9 @@ def test_a_window_of_stored_configs_and_results_is_stored_again_without_copies(s
     # another study asks for the same configs and evaluates them again: on PostgreSQL the
     # straight COPY meets the stored rows, is undone, and the staging table skips them
     store = ResultStore(storage_url)
-    store.commit_window(_window(store, "first", TRIALS))
+    store.commit_window(store_window(store, "first", TRIALS))
     before = _stored(store)
-    store.commit_window(_window(store, "second", TRIALS))
+    store.commit_window(store_window(store, "second", TRIALS))
     after = _stored(store)
     assert after["configs"] == before["configs"]
     assert after["evaluations"] == before["evaluations"]
@@ -301,7 +273,7 @@ def test_a_new_sqlite_file_has_big_pages_and_an_old_one_keeps_its_own(tmp_path):
         conn.execute("CREATE TABLE t (x)")
     for path, size in ((tmp_path / "new.db", PAGE_BYTES), (old, 4096)):
         store = ResultStore(str(path))
-        store.commit_window(_window(store, "p", TRIALS))
+        store.commit_window(store_window(store, "p", TRIALS))
         with sqlite3.connect(path) as conn:
             assert conn.execute("PRAGMA page_size").fetchone()[0] == size
             assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

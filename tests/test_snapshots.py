@@ -13,6 +13,7 @@ from dse.storage import ResultStore, runs, snapshots
 from dse.storage import models as m
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
+from tests.helpers import store_window
 
 STUDY = {"name": "r", "target": "xdna2", "sampler": "random", "seed": 2,
          "budget": {"trials": 60},
@@ -84,23 +85,13 @@ def test_a_damaged_or_foreign_snapshot_is_passed_over(storage_url, kept_always):
 def test_columns_of_python_objects_are_kept_exactly_and_a_frame_that_is_not_is_not_kept(
         tmp_path, kept_always, monkeypatch):
     # a metric only some results have (NaN elsewhere), one of several types, one holding lists
-    from dse.core.results import EvalResult, Status
-    from dse.storage.runs import Measured, PendingTrial, Window
-
     path = str(tmp_path / "objects.db")
     store = ResultStore(path)
-    claim = store.claim_study("o", {"s": "o"}, _Target(), "me:1", 60.0)
-    workload_id, _ = store.open_workload(claim.study_id, {"M": 1, "K": 1, "N": 1,
-                                                          "dtype": "int8-int8", "space": "x"})
     metrics = [{"tops": 1.0, "v": [0, 2], "mixed": 1, "only": True, "pair": [1, 2]},
                {"tops": 2.0, "v": [1, {"a": None}], "mixed": "x", "pair": [3, 4]},
                {"tops": 3.0, "v": [], "mixed": 2.5, "nothing": None, "pair": [5, 6]}]
-    trials = [PendingTrial(workload_id, f"k{i}", {"a": i},
-                           EvalResult(Status.OK, {"a": i}, values, None, 0.1), False,
-                           Measured("e", "1", "analytical"))
-              for i, values in enumerate(metrics)]
-    store.commit_window(Window("o", claim.study_id, claim.target_id, "x", 0, trials, None,
-                               "me:1", 60.0, "host"))
+    store.commit_window(store_window(store, "o", [({"a": i}, values, False)
+                                                  for i, values in enumerate(metrics)]))
     assert store.keep_frame("o") > 0
     kept = load_trials(path, "o")
     _assert_same(kept, _live(path, "o"))
@@ -111,16 +102,6 @@ def test_columns_of_python_objects_are_kept_exactly_and_a_frame_that_is_not_is_n
     monkeypatch.setattr(snapshots, "decode", lambda body: kept.iloc[:2])
     assert store.keep_frame("o") is None and _snapshot_row(path) is None
     _assert_same(load_trials(path, "o"), _live(path, "o"))
-
-
-class _Target:
-    name = "t"
-
-    def digest(self) -> str:
-        return "digest"
-
-    def to_dict(self) -> dict:
-        return {"x": 1}
 
 
 def test_a_small_study_keeps_no_frame(storage_url):

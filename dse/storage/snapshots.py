@@ -123,13 +123,13 @@ def read_snapshot(s: Session, study: m.StudyRow) -> pd.DataFrame | None:
     if not SNAPSHOT_READS or not has_snapshots(s):
         return None
     snap = m.FrameSnapshotRow
-    row = s.execute(select(snap.trials, snap.last_number, snap.format, snap.body)
+    row = s.execute(select(snap.id, snap.trials, snap.last_number, snap.format)
                     .where(snap.study_id == study.id)).first()
     if row is None or row.format != FORMAT \
             or (row.trials, row.last_number) != trial_extent(s, study.id):
-        return None
+        return None  # its body (megabytes) is not read: a running study is loaded often
     try:
-        return decode(bytes(row.body))
+        return decode(bytes(s.scalar(select(snap.body).where(snap.id == row.id))))
     except (ValueError, pa.ArrowException):  # damaged: the documents are read instead
         return None
 
