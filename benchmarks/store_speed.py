@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from engine_floor import engine_seconds
+from engine_floor import engine_seconds, settle
 from goals import against_goal, best_of
 
 from dse import load_trials
@@ -108,6 +108,7 @@ def store_study(storage: str, shape: str, bulk: bool) -> dict[str, float]:
         spent["kept"] += kept or 0
         return kept
 
+    settle(storage)
     runs.BULK_WRITES, ResultStore.commit_window, ResultStore.keep_frame = bulk, timed, timed_keep
     start = time.perf_counter()
     try:

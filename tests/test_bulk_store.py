@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from dse import load_trials
 from dse.storage import ResultStore, frames, runs
 from dse.storage import models as m
+from dse.storage.bulk import CHUNK
 from dse.storage.copy_text import column_texts, copy_text
 from dse.storage.documents import Joined, documents_frame
 from dse.storage.engine import json_dumps, json_loads, json_texts
@@ -260,6 +261,22 @@ def test_a_window_of_stored_configs_and_results_is_stored_again_without_copies(s
     first, second = (frame.drop(columns=["study", "created_at"]).reset_index(drop=True)
                      for frame in (load_trials(store, "first"), load_trials(store, "second")))
     pd.testing.assert_frame_equal(first, second)
+
+
+def test_rows_copied_in_many_chunks_are_the_rows_of_one(postgres_url, monkeypatch):
+    # COPY is streamed a chunk of rows at a time, each built as it is sent: cut into chunks of
+    # two rows, new rows (copied straight in) and stored ones (through the staging table) are
+    # stored as from one chunk
+    store = ResultStore(postgres_url)
+    stored = {}
+    for chunk in (CHUNK, 2):
+        monkeypatch.setattr("dse.storage.bulk.CHUNK", chunk)
+        _empty(store)
+        store.commit_window(store_window(store, "first", TRIALS))
+        store.commit_window(store_window(store, "second", TRIALS[1:]))
+        stored[chunk] = _stored(store)
+    assert stored[2] == stored[CHUNK]
+    assert len(stored[2]["evaluations"]) == 4 and len(stored[2]["trials"]) == 9
 
 
 def test_a_new_sqlite_file_has_big_pages_and_an_old_one_keeps_its_own(tmp_path):

@@ -37,6 +37,9 @@ BULK_WRITES = True
 EVALUATION_IDENTITY = ("target_id", "workload_id", "config_id", "evaluator", "version")
 # What tells a window's evaluations apart (its target is one).
 EVALUATION_KEY = ("workload_id", "evaluator", "version", "config_id")
+EvaluationKey = tuple[int, str, str, int]
+# each status's text, looked up faster than its enum member's value
+STATUS_TEXT = {status: status.value for status in Status}
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,14 @@ def _document(value: Any) -> Any:
     """A JSON column's value as the driver returns it, decoded (psycopg decodes a ``json``
     column itself; SQLite returns its text)."""
     return json_loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def evaluation_keys(trials: Sequence[PendingTrial],
+                    config_ids: Sequence[int]) -> list[EvaluationKey]:
+    """Each trial's evaluation, by :data:`EVALUATION_KEY` (``config_ids[i]`` is the stored id of
+    ``trials[i]``'s config)."""
+    return [(t.workload_id, t.evaluator.name, t.evaluator.version, cid)
+            for t, cid in zip(trials, config_ids, strict=True)]
 
 
 def hold_write_lock(connection: Any) -> None:
@@ -246,11 +257,11 @@ class RunWrites:
         hold_write_lock(connection)
         ids = self.keyed_config_ids(s, window.space, [t.key for t in trials],
                                     [t.params for t in trials])
+        keys = evaluation_keys(trials, ids)
         new: dict[tuple[int, str, str, int], PendingTrial] = {}  # each evaluation once
-        for trial, cid in zip(trials, ids, strict=True):
+        for trial, key in zip(trials, keys, strict=True):
             if not trial.cached:
-                new.setdefault((trial.workload_id, trial.evaluator.name,
-                                trial.evaluator.version, cid), trial)
+                new.setdefault(key, trial)
         results = [t.result for t in new.values()]
         workload_ids, names, versions, config_ids = (
             [key[i] for key in new] for i in range(len(EVALUATION_KEY)))
@@ -258,21 +269,20 @@ class RunWrites:
             "workload_id": workload_ids, "evaluator": names, "version": versions,
             "config_id": config_ids,
             "fidelity": [t.evaluator.fidelity for t in new.values()],
-            "status": [r.status.value for r in results], "reason": [r.reason for r in results],
+            "status": [STATUS_TEXT[r.status] for r in results],
+            "reason": [r.reason for r in results],
             "metrics": [r.metrics for r in results],
             "tops": [r.metrics.get("tops") for r in results],
             "elapsed_s": [r.elapsed_s for r in results]},
             {"target_id": window.target_id, "host": window.host,
              "versions": dict(window.versions), "created_at": created},
             conflict=EVALUATION_IDENTITY, key=EVALUATION_KEY) if new else {}
-        evaluation_ids = self._window_evaluation_ids(s, window, ids, inserted)
+        evaluation_ids = self._window_evaluation_ids(s, window.target_id, keys, inserted)
         insert_rows(connection, m.TrialRow.__table__, {
             "number": range(window.next_number, window.next_number + len(trials)),
             "workload_id": [t.workload_id for t in trials], "config_id": ids,
-            "evaluation_id": [evaluation_ids[(t.workload_id, t.evaluator.name,
-                                              t.evaluator.version, cid)]
-                              for t, cid in zip(trials, ids, strict=True)],
-            "status": [t.result.status.value for t in trials],
+            "evaluation_id": list(map(evaluation_ids.__getitem__, keys)),
+            "status": [STATUS_TEXT[t.result.status] for t in trials],
             "cached": [int(t.cached) for t in trials]},
             {"study_id": window.study_id, "created_at": created})
 
@@ -292,33 +302,32 @@ class RunWrites:
                                            trial.result, window.host, window.versions,
                                            created))
         self.put_evaluations(s, new_rows)
-        evaluation_ids = self._window_evaluation_ids(s, window, ids, {})
+        keys = evaluation_keys(trials, ids)
+        evaluation_ids = self._window_evaluation_ids(s, window.target_id, keys, {})
         self.add_trials(s, [{
             "study_id": window.study_id, "number": window.next_number + i,
-            "workload_id": t.workload_id, "config_id": cid,
-            "evaluation_id": evaluation_ids[(t.workload_id, t.evaluator.name,
-                                             t.evaluator.version, cid)],
-            "status": t.result.status.value, "cached": int(t.cached), "created_at": created}
-            for i, (t, cid) in enumerate(zip(trials, ids, strict=True))])
+            "workload_id": t.workload_id, "config_id": key[-1],
+            "evaluation_id": evaluation_ids[key], "status": t.result.status.value,
+            "cached": int(t.cached), "created_at": created}
+            for i, (t, key) in enumerate(zip(trials, keys, strict=True))])
 
-    def _window_evaluation_ids(self: ResultStore, s: Session, window: Window,
-                               ids: Sequence[int], known: dict[tuple[Any, ...], int],
-                               ) -> dict[tuple[Any, ...], int]:
-        """The stored evaluation of each trial of the window, by (workload id, evaluator,
-        version, config id); those in ``known`` (just inserted) are not looked up."""
-        trials = window.trials
+    def _window_evaluation_ids(self: ResultStore, s: Session, target_id: int,
+                               keys: Sequence[EvaluationKey],
+                               known: Mapping[EvaluationKey, int]) -> dict[EvaluationKey, int]:
+        """The stored evaluation of each of the window's trials (``keys``: their
+        :func:`evaluation_keys`); those in ``known`` (just inserted) are not looked up."""
         evaluation_ids = dict(known)
-        for workload_id, name, version in {(t.workload_id, t.evaluator.name,
-                                            t.evaluator.version) for t in trials}:
-            wanted = [cid for t, cid in zip(trials, ids, strict=True)
-                      if (t.workload_id, t.evaluator.name) == (workload_id, name)
-                      and (workload_id, name, version, cid) not in known]
+        wanted: dict[tuple[int, str, str], list[int]] = {}  # config ids by evaluator version
+        for workload_id, name, version, cid in dict.fromkeys(keys):
+            if (workload_id, name, version, cid) not in known:
+                wanted.setdefault((workload_id, name, version), []).append(cid)
+        for (workload_id, name, version), config_ids in wanted.items():
             if BULK_WRITES:
                 stored = pairs_in(s.connection(), m.EvaluationRow.__table__, "config_id", "id",
-                                  {"target_id": window.target_id, "workload_id": workload_id,
-                                   "evaluator": name, "version": version}, wanted)
+                                  {"target_id": target_id, "workload_id": workload_id,
+                                   "evaluator": name, "version": version}, config_ids)
             else:
-                stored = self.evaluation_ids(s, window.target_id, workload_id, wanted, name,
+                stored = self.evaluation_ids(s, target_id, workload_id, config_ids, name,
                                              version)
             evaluation_ids.update({(workload_id, name, version, cid): eid
                                    for cid, eid in stored.items()})
