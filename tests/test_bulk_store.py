@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from dse import load_trials
 from dse.storage import ResultStore, frames, runs
 from dse.storage import models as m
-from dse.storage.bulk import CHUNK
+from dse.storage.bulk import CHUNK, insert_new_rows
 from dse.storage.copy_text import column_texts, copy_text
 from dse.storage.documents import Joined, documents_frame
 from dse.storage.engine import json_dumps, json_loads, json_texts
@@ -261,6 +261,25 @@ def test_a_window_of_stored_configs_and_results_is_stored_again_without_copies(s
     first, second = (frame.drop(columns=["study", "created_at"]).reset_index(drop=True)
                      for frame in (load_trials(store, "first"), load_trials(store, "second")))
     pd.testing.assert_frame_equal(first, second)
+
+
+def test_work_meanwhile_is_done_once_while_the_rows_are_stored(storage_url):
+    # the store builds a table's columns while the server stores the table before: that work
+    # is done once, whether the rows are all new or some were stored (PostgreSQL then undoes
+    # the straight COPY and goes through the staging table)
+    store = ResultStore(storage_url)
+    table, done = m.ConfigRow.__table__, []
+    for keys, new in ((["a", "b"], ["a", "b"]), (["b", "c", "d"], ["c", "d"])):
+        with store.session() as s:
+            connection = s.connection()
+            runs.hold_write_lock(connection)
+            ids = insert_new_rows(connection, table, {"key": keys, "params": [{}] * len(keys)},
+                                  {"space": "sp"}, conflict=["key"], key=["key"],
+                                  meanwhile=lambda: done.append(len(done)))
+        assert sorted(ids) == [(key,) for key in new]
+    assert done == [0, 1]
+    with store.session() as s:
+        assert sorted(s.scalars(select(m.ConfigRow.key))) == ["a", "b", "c", "d"]
 
 
 def test_rows_copied_in_many_chunks_are_the_rows_of_one(postgres_url, monkeypatch):

@@ -67,7 +67,8 @@ def driver_columns(table: Table, dialect: Any, columns: Mapping[str, Sequence[An
 def insert_rows(connection: Connection, table: Table, columns: Mapping[str, Sequence[Any]],
                 constants: Mapping[str, Any] | None = None,
                 conflict: Sequence[str] | None = None,
-                returning: Sequence[str] = ()) -> list[tuple[Any, ...]]:
+                returning: Sequence[str] = (),
+                meanwhile: Callable[[], Any] | None = None) -> list[tuple[Any, ...]]:
     """Insert the rows in the connection's transaction; with ``conflict`` (the columns of a
     unique constraint), a row whose key is already stored is skipped, as
     ``on_conflict_do_nothing`` does. A failure raises SQLAlchemy's error and leaves the
@@ -76,14 +77,20 @@ def insert_rows(connection: Connection, table: Table, columns: Mapping[str, Sequ
     Returns the ``returning`` columns of the rows inserted, where the database can say (on
     PostgreSQL; on SQLite, none): the caller looks up the others. A table just bulk-loaded has
     statistics PostgreSQL has not refreshed yet, with which a lookup by the unique key scans
-    every row of the study, so the ids of new rows are best not looked up at all."""
+    every row of the study, so the ids of new rows are best not looked up at all.
+
+    ``meanwhile`` is work of the caller's that needs none of these rows, done while the server
+    stores them: on PostgreSQL once the last piece of the ``COPY`` is sent, before its end is
+    awaited (else the client would wait for the server with nothing to do); on SQLite after
+    the insert. It may not be done at all where the insert fails."""
     if connection.dialect.name == "postgresql":
         count = len(next(iter(columns.values()), ()))
         if not count:
             return []
         names = [*columns, *(constants or {})]
         return _copy_rows(connection, table, names, _copy_chunks(
-            table, connection.dialect, columns, constants or {}, count), conflict, returning)
+            table, connection.dialect, columns, constants or {}, count), conflict, returning,
+            meanwhile)
     names, converted, fixed = driver_columns(table, connection.dialect, columns,
                                              constants or {})
     if not converted or not converted[0]:
@@ -95,12 +102,15 @@ def insert_rows(connection: Connection, table: Table, columns: Mapping[str, Sequ
     if conflict:
         sql += f" ON CONFLICT ({', '.join(conflict)}) DO NOTHING"
     connection.exec_driver_sql(sql, rows)
+    if meanwhile is not None:
+        meanwhile()
     return []
 
 
 def insert_new_rows(connection: Connection, table: Table, columns: Mapping[str, Sequence[Any]],
                     constants: Mapping[str, Any], conflict: Sequence[str],
-                    key: Sequence[str]) -> dict[tuple[Any, ...], int]:
+                    key: Sequence[str],
+                    meanwhile: Callable[[], Any] | None = None) -> dict[tuple[Any, ...], int]:
     """Insert the rows whose ``conflict`` columns (a unique constraint) are not stored yet,
     skipping the others, and return the ids of the rows inserted by their ``key`` columns'
     values (``key`` names per-row columns).
@@ -109,13 +119,16 @@ def insert_new_rows(connection: Connection, table: Table, columns: Mapping[str, 
     :func:`dse.storage.runs.hold_write_lock`): the rows get ids after the largest stored, and
     the rows skipped are those whose ids are then absent, read by id range rather than looked
     up by key. On PostgreSQL they are drawn from the table's sequence, or, where some rows
-    are stored already, come back from the insert itself (``RETURNING``)."""
+    are stored already, come back from the insert itself (``RETURNING``). ``meanwhile`` as for
+    :func:`insert_rows`."""
     if connection.dialect.name == "postgresql":
-        return _insert_new_postgresql(connection, table, columns, constants, conflict, key)
+        return _insert_new_postgresql(connection, table, columns, constants, conflict, key,
+                                      meanwhile)
     count = len(next(iter(columns.values())))
     first = (connection.exec_driver_sql(f"SELECT max(id) FROM {table.name}").scalar() or 0) + 1
     ids = range(first, first + count)
-    insert_rows(connection, table, {"id": ids, **columns}, constants, conflict=conflict)
+    insert_rows(connection, table, {"id": ids, **columns}, constants, conflict=conflict,
+                meanwhile=meanwhile)
     keys = zip(*(columns[name] for name in key), strict=True)
     inserted = connection.exec_driver_sql(
         f"SELECT count(*) FROM {table.name} WHERE id >= ?", (first,)).scalar()
@@ -129,7 +142,7 @@ def insert_new_rows(connection: Connection, table: Table, columns: Mapping[str, 
 def _insert_new_postgresql(connection: Connection, table: Table,
                            columns: Mapping[str, Sequence[Any]], constants: Mapping[str, Any],
                            conflict: Sequence[str], key: Sequence[str],
-                           ) -> dict[tuple[Any, ...], int]:
+                           meanwhile: Callable[[], Any] | None) -> dict[tuple[Any, ...], int]:
     """:func:`insert_new_rows` on PostgreSQL. The rows are most often all new (a window's
     configs and fresh results): they get ids drawn from the table's sequence and go straight
     into the table by ``COPY``, under a savepoint. Where one is stored already (another
@@ -145,7 +158,8 @@ def _insert_new_postgresql(connection: Connection, table: Table,
             (table.name, count)).fetchone()[0]
     try:
         with connection.begin_nested():
-            insert_rows(connection, table, {"id": ids, **columns}, constants)
+            insert_rows(connection, table, {"id": ids, **columns}, constants,
+                        meanwhile=meanwhile)
     except IntegrityError:
         rows = insert_rows(connection, table, columns, constants, conflict=conflict,
                            returning=(*key, "id"))
@@ -164,8 +178,8 @@ def _copy_chunks(table: Table, dialect: Any, columns: Mapping[str, Sequence[Any]
 
 
 def _copy_rows(connection: Connection, table: Table, names: list[str], lines: Iterable[bytes],
-               conflict: Sequence[str] | None,
-               returning: Sequence[str]) -> list[tuple[Any, ...]]:
+               conflict: Sequence[str] | None, returning: Sequence[str],
+               meanwhile: Callable[[], Any] | None = None) -> list[tuple[Any, ...]]:
     """PostgreSQL: ``COPY`` the rows into ``table``, or, to skip conflicting rows or return
     columns, into a temporary copy of it (dropped at commit), then move them in one
     ``INSERT ... SELECT``; a failure is SQLAlchemy's ``DBAPIError`` of the driver's
@@ -185,6 +199,8 @@ def _copy_rows(connection: Connection, table: Table, names: list[str], lines: It
                 cursor.copy(statement) as copy:
             for chunk in lines:
                 copy.write(chunk)
+            if meanwhile is not None:
+                meanwhile()
     except dbapi.Error as exc:  # reported as SQLAlchemy reports any statement's error
         raise DBAPIError.instance(statement, None, exc, dbapi.Error,
                                   dialect=connection.dialect) from None

@@ -4,6 +4,7 @@ of trials with Optuna's journal, the ladder's agreement rows, and results measur
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import sys
@@ -124,6 +125,27 @@ def evaluation_keys(trials: Sequence[PendingTrial],
     ``trials[i]``'s config)."""
     return [(t.workload_id, t.evaluator.name, t.evaluator.version, cid)
             for t, cid in zip(trials, config_ids, strict=True)]
+
+
+def new_evaluations(trials: Sequence[PendingTrial]) -> tuple[list[int], dict[str, list[Any]]]:
+    """The evaluations the window's trials add, each once (those the store did not serve): the
+    index of the first trial of each, and their columns but the config id."""
+    firsts: dict[tuple[int, str, str, str], int] = {}
+    for i, t in enumerate(trials):
+        if not t.cached:
+            firsts.setdefault((t.workload_id, t.evaluator.name, t.evaluator.version, t.key), i)
+    new = [trials[i] for i in firsts.values()]
+    results = [t.result for t in new]
+    return list(firsts.values()), {
+        "workload_id": [t.workload_id for t in new],
+        "evaluator": [t.evaluator.name for t in new],
+        "version": [t.evaluator.version for t in new],
+        "fidelity": [t.evaluator.fidelity for t in new],
+        "status": [STATUS_TEXT[r.status] for r in results],
+        "reason": [r.reason for r in results],
+        "metrics": [r.metrics for r in results],
+        "tops": [r.metrics.get("tops") for r in results],
+        "elapsed_s": [r.elapsed_s for r in results]}
 
 
 def hold_write_lock(connection: Any) -> None:
@@ -255,35 +277,27 @@ class RunWrites:
             return
         connection = s.connection()
         hold_write_lock(connection)
+        # each table's columns are built while the server stores the table before
+        evaluations = functools.cache(functools.partial(new_evaluations, trials))
         ids = self.keyed_config_ids(s, window.space, [t.key for t in trials],
-                                    [t.params for t in trials])
-        keys = evaluation_keys(trials, ids)
-        new: dict[tuple[int, str, str, int], PendingTrial] = {}  # each evaluation once
-        for trial, key in zip(trials, keys, strict=True):
-            if not trial.cached:
-                new.setdefault(key, trial)
-        results = [t.result for t in new.values()]
-        workload_ids, names, versions, config_ids = (
-            [key[i] for key in new] for i in range(len(EVALUATION_KEY)))
+                                    [t.params for t in trials], meanwhile=evaluations)
+        firsts, columns = evaluations()
+        trial_columns = functools.cache(lambda: {
+            "workload_id": [t.workload_id for t in trials],
+            "status": [STATUS_TEXT[t.result.status] for t in trials],
+            "cached": [int(t.cached) for t in trials]})
         inserted = insert_new_rows(connection, m.EvaluationRow.__table__, {
-            "workload_id": workload_ids, "evaluator": names, "version": versions,
-            "config_id": config_ids,
-            "fidelity": [t.evaluator.fidelity for t in new.values()],
-            "status": [STATUS_TEXT[r.status] for r in results],
-            "reason": [r.reason for r in results],
-            "metrics": [r.metrics for r in results],
-            "tops": [r.metrics.get("tops") for r in results],
-            "elapsed_s": [r.elapsed_s for r in results]},
+            **columns, "config_id": [ids[i] for i in firsts]},
             {"target_id": window.target_id, "host": window.host,
              "versions": dict(window.versions), "created_at": created},
-            conflict=EVALUATION_IDENTITY, key=EVALUATION_KEY) if new else {}
+            conflict=EVALUATION_IDENTITY, key=EVALUATION_KEY,
+            meanwhile=trial_columns) if firsts else {}
+        keys = evaluation_keys(trials, ids)
         evaluation_ids = self._window_evaluation_ids(s, window.target_id, keys, inserted)
         insert_rows(connection, m.TrialRow.__table__, {
             "number": range(window.next_number, window.next_number + len(trials)),
-            "workload_id": [t.workload_id for t in trials], "config_id": ids,
-            "evaluation_id": list(map(evaluation_ids.__getitem__, keys)),
-            "status": [STATUS_TEXT[t.result.status] for t in trials],
-            "cached": [int(t.cached) for t in trials]},
+            **trial_columns(), "config_id": ids,
+            "evaluation_id": list(map(evaluation_ids.__getitem__, keys))},
             {"study_id": window.study_id, "created_at": created})
 
     def _window_by_rows(self: ResultStore, s: Session, window: Window,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -214,10 +214,12 @@ class ResultStore(StudyReads, RunWrites):
         return self._ids_by_key(s, m.ConfigRow, rows)
 
     def keyed_config_ids(self, s: Session, space: str, keys: Sequence[str],
-                         params: Sequence[Mapping[str, Any]]) -> list[int]:
+                         params: Sequence[Mapping[str, Any]],
+                         meanwhile: Callable[[], Any] | None = None) -> list[int]:
         """Like :meth:`config_ids`, for configs whose keys the caller has (``keys[i]`` is
         ``config_key(space, params[i])``): each new config inserted once, in one bulk insert
-        (on SQLite, under the write lock: see :func:`dse.storage.bulk.insert_new_rows`)."""
+        (on SQLite, under the write lock: see :func:`dse.storage.bulk.insert_new_rows`, which
+        does ``meanwhile`` while the server stores them)."""
         if not keys:
             return []
         unique: dict[str, Mapping[str, Any]] = {}
@@ -226,7 +228,7 @@ class ResultStore(StudyReads, RunWrites):
         found = {key: cid for (key,), cid in insert_new_rows(
             s.connection(), m.ConfigRow.__table__,
             {"key": list(unique), "params": list(unique.values())}, {"space": space},
-            conflict=["key"], key=["key"]).items()}
+            conflict=["key"], key=["key"], meanwhile=meanwhile).items()}
         found.update(pairs_in(s.connection(), m.ConfigRow.__table__, "key", "id", {},
                               [k for k in unique if k not in found]))
         return [found[k] for k in keys]
