@@ -129,7 +129,8 @@ def evaluation_keys(trials: Sequence[PendingTrial],
 
 def new_evaluations(trials: Sequence[PendingTrial]) -> tuple[list[int], dict[str, list[Any]]]:
     """The evaluations the window's trials add, each once (those the store did not serve): the
-    index of the first trial of each, and their columns but the config id."""
+    index of the first trial of each, and their columns but the config id. Told apart by config
+    key, known before the configs' ids (a window has one space: a key is one id)."""
     firsts: dict[tuple[int, str, str, str], int] = {}
     for i, t in enumerate(trials):
         if not t.cached:
