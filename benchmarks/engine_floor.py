@@ -4,7 +4,8 @@ measured against in ``store_speed.py``.
 The rows the study stored (its configs, evaluations and trials, by id) are read back and written
 again into a fresh database of the same schema, in windows of the study's trials, each window
 committed, by the bare driver with no Python work per row: SQLite's ``executemany`` of the
-tuples as read, PostgreSQL's ``COPY`` of the text its own ``COPY ... TO`` wrote. What that costs
+tuples as read, PostgreSQL's ``COPY`` of the text its own ``COPY ... TO`` wrote (the server
+checkpointed first, as before each of ``store_speed.py``'s timed runs). What that costs
 is the engine's share (inserts, indexes, journal, disk); whatever dse's store spends beyond it is
 its own.
 """

@@ -14,10 +14,11 @@ documents (``dse.storage.snapshots.SNAPSHOT_READS = False``), and by the old rea
 (``dse.storage.frames.COLUMNAR_READS = False``). The engine's own share is measured too: the
 bare driver storing the same rows into a third database (``engine_floor.py``). SQLite always;
 PostgreSQL as well with ``--postgres`` or ``$DSE_TEST_POSTGRES_URL`` (a fresh database is
-created on that server for each run, and dropped after). Last, a second study of the same
-configs runs into the new database, every result served from the store, and its time is
-printed. Exits non-zero if the paths stored or loaded anything different, the run kept no
-frame, or the second study evaluated anything.
+created on that server for each run, and dropped after; the server is checkpointed before each
+timed run, so that it does not write out the run before while the next is timed). Last, a
+second study of the same configs runs into the new database, every result served from the
+store, and its time is printed. Exits non-zero if the paths stored or loaded anything
+different, the run kept no frame, or the second study evaluated anything.
 """
 
 from __future__ import annotations
