@@ -170,10 +170,11 @@ def _insert_new_postgresql(connection: Connection, table: Table,
 def _copy_chunks(table: Table, dialect: Any, columns: Mapping[str, Sequence[Any]],
                  constants: Mapping[str, Any], count: int) -> Iterator[bytes]:
     """The ``COPY`` text of the rows, :data:`CHUNK` rows a piece, each piece converted and
-    built only when it is asked for."""
+    built only when it is asked for (the constants converted once)."""
+    _, _, fixed = driver_columns(table, dialect, {}, constants)
     for start in range(0, count, CHUNK):
         part = {name: values[start:start + CHUNK] for name, values in columns.items()}
-        _, converted, fixed = driver_columns(table, dialect, part, constants)
+        _, converted, _ = driver_columns(table, dialect, part, {})
         yield copy_text(converted, fixed)
 
 

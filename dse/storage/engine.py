@@ -163,15 +163,16 @@ def json_dumps(value: Any) -> str:
 
 def json_texts(values: Sequence[Any]) -> list[str]:
     """:func:`json_dumps` of each value, for a column of thousands of documents: orjson encodes
-    them all and the texts are checked and decoded without a Python call each. Where a value
-    cannot take that path (orjson refuses one, or some text holds a ``null``), each goes
-    through :func:`json_dumps`."""
+    them all and the texts are checked and decoded without a Python call each. Where orjson
+    refuses a value, each goes through :func:`json_dumps`; where a text holds a ``null``, that
+    one does."""
     try:
         encoded = list(map(_strict_dumps, values))
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return [json_dumps(value) for value in values]
     if any(map(operator.contains, encoded, itertools.repeat(b"null"))):
-        return [json_dumps(value) for value in values]
+        return [json_dumps(value) if b"null" in text else text.decode()
+                for value, text in zip(values, encoded, strict=True)]
     return list(map(bytes.decode, encoded))
 
 

@@ -333,9 +333,9 @@ class RunWrites:
         :func:`evaluation_keys`); those in ``known`` (just inserted) are not looked up."""
         evaluation_ids = dict(known)
         wanted: dict[tuple[int, str, str], list[int]] = {}  # config ids by evaluator version
-        for workload_id, name, version, cid in dict.fromkeys(keys):
-            if (workload_id, name, version, cid) not in known:
-                wanted.setdefault((workload_id, name, version), []).append(cid)
+        for key in dict.fromkeys(keys):
+            if key not in known:
+                wanted.setdefault(key[:-1], []).append(key[-1])
         for (workload_id, name, version), config_ids in wanted.items():
             if BULK_WRITES:
                 stored = pairs_in(s.connection(), m.EvaluationRow.__table__, "config_id", "id",
