@@ -7,13 +7,11 @@ must be the one ``dse best`` names; sorting, filtering and paging must work. Scr
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,13 +19,13 @@ import pytest
 from dse.cli import main
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
+from tests.dashboard_process import LAUNCH, dashboard
 from tests.study_helpers import LADDER, TWO_WORKLOADS
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed "
                                  "(pip install -e '.[test]')")
 
 OUTPUT = Path(os.environ.get("DSE_TEST_OUTPUT", Path(__file__).parent.parent / "test-output"))
-LAUNCH = ("from dse.cli import main; raise SystemExit(main())")
 ASCEND = {"name": "asc", "target": "ascend-950pr", "sampler": "random", "seed": 0,
           "workloads": [{"shape": "8x2048x1024x2048", "dtype": "bf16"},
                         {"shape": "8/1x512x256x512", "dtype": "bf16"}],
@@ -47,24 +45,6 @@ def storage(tmp_path_factory):
     for spec in (LADDER, TWO_WORKLOADS, ASCEND, MIX):
         run_study(study_from_dict(spec), path)
     return path
-
-
-@contextlib.contextmanager
-def dashboard(storage: str) -> Iterator[str]:
-    """``dse dashboard --port 0`` on ``storage`` in a child process; yields its base URL."""
-    process = subprocess.Popen([sys.executable, "-c", LAUNCH, "dashboard", "--storage", storage,
-                                "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-    try:
-        line = process.stdout.readline()
-        match = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
-        if not match:
-            process.kill()
-            pytest.fail(f"the dashboard did not start: {line}{process.stderr.read()}")
-        yield match.group(1)
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

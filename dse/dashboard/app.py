@@ -232,7 +232,11 @@ class _Pages:
 
 
 def _warm(store: ResultStore, cache: SummaryCache) -> None:
-    recent = store.list_studies().sort_values("updated", ascending=False)["study"]
+    try:
+        recent = store.list_studies().sort_values("updated", ascending=False)["study"]
+    except Exception as exc:  # a daemon thread's traceback would only alarm: pages report it
+        print(f"dashboard: could not list the studies to summarise: {exc}", file=sys.stderr)
+        return
     for name in list(recent)[:cache.size]:
         try:
             cache.get(store, name)

@@ -19,7 +19,7 @@ from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
 from dse.core import limits
 from dse.core.commands import DEFAULT_STORAGE
@@ -61,8 +61,14 @@ def make_engine(url: str, read_only: bool = False) -> Engine:
     if read_only and parsed.drivername.startswith("sqlite") and parsed.database \
             and not parsed.query and parsed.database != ":memory:":
         uri = read_only_uri(parsed.database)
-        return _engine("sqlite://", creator=lambda: sqlite3.connect(
-            uri, uri=True, timeout=60, check_same_thread=False))
+        # a pool of connections, each used by one thread at a time: for ``sqlite://`` with a
+        # creator SQLAlchemy would pick SingletonThreadPool (meant for a memory database),
+        # which closes the connections of other threads once more than five threads have
+        # used it, while they still read (the dashboard serves each request in a thread of
+        # its own: 500s, then a segmentation fault)
+        return _engine("sqlite://", poolclass=QueuePool, pool_size=8, max_overflow=24,
+                       creator=lambda: sqlite3.connect(uri, uri=True, timeout=60,
+                                                       check_same_thread=False))
     if read_only and parsed.get_backend_name() == "postgresql":
         engine = _engine(url, pool_pre_ping=True)
 
