@@ -63,8 +63,8 @@ def test_evaluate_configs_file_keeps_order(capsys, tmp_path):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--target", "xdna9", "--dtype", "int8-int8", "--shape", "64x64x64", *TILES],
-     "unknown target 'xdna9'; valid: ascend-950pr, cpu, edge-npu, h100, h200, tpu-v1, "
-     "tpu-v2, tpu-v3, tpu-v4, xdna, xdna2"),
+     "unknown target 'xdna9' (did you mean 'xdna' or 'xdna2'?); valid: ascend-950pr, cpu, "
+     "edge-npu, h100, h200, tpu-v1, tpu-v2, tpu-v3, tpu-v4, xdna, xdna2"),
     (["--target", "xdna2", "--dtype", "fp8-fp8", "--shape", "64x64x64", *TILES],
      "unknown dtype 'fp8-fp8'; valid: int8-int8"),
     ([*PROBLEM, *TILES, "--param", "m_tile=3"], "unknown parameter 'm_tile'; valid: m_ct, k_ct"),

@@ -11,10 +11,13 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
-from typing import NoReturn
+from typing import Any, NoReturn
+
+from dse.core.suggest import close_names, did_you_mean
 
 # dse's own command groups, in the order ``dse --help`` lists them
 GROUPS = ("dse.cli.problem", "dse.cli.studies", "dse.cli.analysis", "dse.cli.deploy",
@@ -22,11 +25,49 @@ GROUPS = ("dse.cli.problem", "dse.cli.studies", "dse.cli.analysis", "dse.cli.dep
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser (its subcommands' too), its error messages cut short: they quote what
-    was given, which may be 100,000 characters long."""
+    """argparse's parser (its subcommands' too): no abbreviated options (``--trial 10`` is not
+    taken for ``--trials``: a typo refused, not guessed), a mistyped command or option answered
+    with the names it looks like, error messages cut short (they quote what was given, which
+    may be 100,000 characters long)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None,
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras and not hasattr(parsed, _REFUSER):
+            # the innermost (sub)command parsed first: it knows the options that were meant
+            setattr(parsed, _REFUSER, self)
+        return parsed, extras
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        refuser = vars(parsed).pop(_REFUSER, self)
+        if extras:
+            # compared without their dashes, which every option shares
+            options = [o[2:] for action in refuser._actions for o in action.option_strings
+                       if o.startswith("--")]
+            hints = "".join(f" (did you mean {' or '.join('--' + c for c in close)}?)"
+                            for e in extras if e.startswith("--")
+                            and (close := close_names(e[2:].split("=")[0], options)))
+            refuser.error(f"unrecognized arguments: {' '.join(extras)}{hints}")
+        return parsed
 
     def error(self, message: str) -> NoReturn:
+        chosen = _INVALID_CHOICE.search(message)
+        if chosen:  # a mistyped command or choice: name the ones it looks like
+            choices = [c.strip(" '") for c in chosen.group(2).split(",")]
+            message += did_you_mean(chosen.group(1), choices)
         super().error(message if len(message) <= 500 else message[:497] + "...")
+
+
+_REFUSER = "_dse_refusing_parser"
+# argparse's words, quoted choices up to Python 3.11, bare ones after
+_INVALID_CHOICE = re.compile(r"invalid choice: '?([^']*?)'? \(choose from (.*)\)$")
 
 
 def _error(exc: Exception) -> None:
@@ -97,8 +138,9 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
             from dse.core.registry import evaluator_names
 
             if name not in evaluator_names():
-                raise DseError(f"unknown evaluator {name!r}; valid: "
-                               f"{', '.join(evaluator_names())}")
+                valid = evaluator_names()
+                raise DseError(f"unknown evaluator {name!r}{did_you_mean(name, valid)}; "
+                               f"valid: {', '.join(valid)}")
         if getattr(args, "out", None):
             from dse.storage.engine import refuse_database_as_out
 

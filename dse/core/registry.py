@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dse.core.errors import DseError, TargetFileError, UsageError, read_text
+from dse.core.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from dse.core.evaluator import EvalContext, Evaluator
@@ -95,7 +96,8 @@ def load(kind: str, name: str) -> Any:
     else:
         valid = ", ".join(registered(kind)) or ("none: is dse installed (pip install -e .)? "
                                                 "its own are registered by its package metadata")
-        raise UsageError(f"unknown {kind} {name!r}; valid: {valid}")
+        raise UsageError(f"unknown {kind} {name!r}{did_you_mean(name, registered(kind))}; "
+                         f"valid: {valid}")
     try:
         found = loader()
     except Exception as exc:  # a broken plug-in package: say which
@@ -169,8 +171,8 @@ def target_path(name: str) -> Path:
     """The file of the shipped target ``name``."""
     shipped = shipped_targets()
     if name not in shipped:
-        raise UsageError(f"unknown target {name!r}; valid: {', '.join(sorted(shipped))} or the "
-                         "path of a target .toml file")
+        raise UsageError(f"unknown target {name!r}{did_you_mean(name, shipped)}; valid: "
+                         f"{', '.join(sorted(shipped))} or the path of a target .toml file")
     return shipped[name]
 
 

@@ -34,6 +34,7 @@ from dse.analysis.figures import (
 from dse.core.errors import UsageError
 from dse.core.formatting import fmt
 from dse.core.registry import families
+from dse.core.suggest import did_you_mean
 from dse.dashboard import config_view
 from dse.dashboard.cover_view import MAX_KERNELS, CoverCache, cover_view, objective_arg
 from dse.dashboard.data import StudySummary, SummaryCache
@@ -89,7 +90,9 @@ class _Pages:
 
     def summary_of(self, name: str) -> StudySummary:
         if not self.store.has_study(name):
-            abort(404, f"no study {name!r} in {self.store.safe_url}")
+            names = list(self.store.list_studies()["study"])
+            abort(404, f"no study {name!r} in {self.store.safe_url}"
+                  f"{did_you_mean(name, names)}")
         return self.cache.get(self.store, name)
 
     def trial_of(self, name: str, number: int) -> pd.Series:

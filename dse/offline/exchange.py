@@ -7,6 +7,7 @@ run, or the exact commands of the IRON flow); the results file returns one entry
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,14 @@ def offline_evaluator_for(space: str, target: str, name: str | None) -> str:
     return name
 
 
+def _option_flag(evaluator_name: str, problem: str) -> str:
+    """How ``dse export-configs`` gives the option that ``problem`` names: ``--option``."""
+    accepted = [p for p in inspect.signature(evaluator_class(evaluator_name)).parameters
+                if p != "self"]
+    named = [p for p in accepted if p in problem] or ["KEY"]
+    return f" (dse export-configs takes it as --option {named[0]}=VALUE)"
+
+
 def export_configs(store: ResultStore, study: str, top: int, out: str | Path,
                    evaluator_name: str | None,
                    options: dict[str, Any]) -> tuple[int, list[str], str]:
@@ -103,7 +112,10 @@ def export_configs(store: ResultStore, study: str, top: int, out: str | Path,
     first = workload_from_dict(spec["workloads"][0])  # refuse a misfit even with no trial yet
     ctx = build_context(spec["target"], first.dtype.name, first.shape, first.b_layout)
     evaluator_name = offline_evaluator_for(ctx.space.name, ctx.target.name, evaluator_name)
-    export = OfflineExport(study, spec["target"], evaluator_name, options)
+    try:
+        export = OfflineExport(study, spec["target"], evaluator_name, options)
+    except UsageError as exc:  # a missing or bad option: say which flag gives it
+        raise UsageError(f"{exc}{_option_flag(evaluator_name, str(exc))}") from None
     require_fits(export.evaluator, ctx)
     params_names = frame.attrs.get("params", [])
     for _, row in best.iterrows():

@@ -24,6 +24,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 from dse.core import limits
 from dse.core.commands import DEFAULT_STORAGE
 from dse.core.errors import UsageError
+from dse.storage.hints import missing_database_hint, shown_storage
 
 
 def normalise_url(storage: str | None) -> str:
@@ -36,8 +37,9 @@ def normalise_url(storage: str | None) -> str:
         raise UsageError(f"storage {limits.shown(storage)}: {problem}")
     if "://" not in storage:
         return f"sqlite:///{Path(storage).expanduser()}"
-    if storage.startswith("postgresql://"):  # use the psycopg 3 driver dse installs
-        storage = "postgresql+psycopg://" + storage[len("postgresql://"):]
+    if storage.startswith(("postgresql://", "postgres://")):  # the psycopg 3 driver dse
+        # installs; ``postgres://`` is the scheme libpq and hosting services write too
+        storage = "postgresql+psycopg://" + storage.split("://", 1)[1]
     try:
         make_url(storage)
     except ArgumentError as exc:
@@ -231,12 +233,13 @@ def require_existing(storage: str | None) -> None:
     try:
         tables = inspect(engine).get_table_names()
     except (SQLAlchemyError, ValueError, OSError) as exc:  # ValueError: a URL option's value
-        raise UsageError(f"--storage: cannot read {limits.shown(url.render_as_string())}: "
-                         f"{str(exc).splitlines()[0][:300]}") from None
+        raise UsageError(f"--storage: cannot read {limits.shown(shown_storage(url))}: "
+                         f"{str(exc).splitlines()[0][:300]}"
+                         f"{missing_database_hint(url, str(exc))}") from None
     finally:
         engine.dispose()
     if "dse_meta" not in tables:
-        raise UsageError(f"--storage: {url.render_as_string()} holds no dse results (no "
+        raise UsageError(f"--storage: {shown_storage(url)} holds no dse results (no "
                          "dse_meta table)")
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Table, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
     DatabaseError,
     DBAPIError,
@@ -28,9 +29,11 @@ from sqlalchemy.exc import (
 from sqlalchemy.orm import Session
 
 from dse.core.errors import DseError, UsageError
+from dse.core.suggest import did_you_mean
 from dse.storage import models as m
 from dse.storage.bulk import insert_new_rows, pairs_in
 from dse.storage.engine import damaged, make_engine, normalise_url, require_existing
+from dse.storage.hints import missing_database_hint, shown_storage
 from dse.storage.keys import canonical_key, config_key, now
 from dse.storage.reads import StudyReads
 from dse.storage.runs import RunWrites
@@ -75,13 +78,16 @@ class ResultStore(StudyReads, RunWrites):
                 self._check_integrity()
                 self._migrate()
         except (OperationalError, DBAPIError) as exc:
-            raise StorageError(f"cannot use storage {self.safe_url}: {exc.orig}") from None
+            raise StorageError(f"cannot use storage {self.safe_url}: {exc.orig}"
+                               f"{missing_database_hint(make_url(self.url), str(exc.orig))}"
+                               ) from None
         except (OSError, ValueError) as exc:  # a path the file system refuses, a bad option
             raise StorageError(f"cannot use storage {self.url[:200]!r}: {exc}") from None
 
     @property
     def safe_url(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True)
+        """Where the results are, as a person reads it: see :func:`shown_storage`."""
+        return shown_storage(self.url)
 
     @property
     def dialect(self) -> str:
@@ -292,8 +298,8 @@ class ResultStore(StudyReads, RunWrites):
         row = self.study(s, name)
         if row is None:
             names = s.scalars(select(m.StudyRow.name).order_by(m.StudyRow.name)).all()
-            raise UsageError(f"no study {name!r} in {self.safe_url}; studies there: "
-                             f"{', '.join(names) or 'none'}")
+            raise UsageError(f"no study {name!r} in {self.safe_url}{did_you_mean(name, names)}; "
+                             f"studies there: {', '.join(names) or 'none'}")
         return row
 
     def create_study(self, s: Session, name: str, spec: dict[str, Any], target_id: int,
