@@ -438,6 +438,19 @@ def test_optuna_dashboard_opens_the_export_with_real_parameters(browser, storage
             assert page.get_by_text(text).count(), text
         (OUTPUT / "dashboard").mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(OUTPUT / "dashboard" / "optuna_dashboard.png"))
+        # numeric parameters on numeric axes, in order (not categories sorted as text)
+        page.goto(f"{base}/dashboard/studies/0/analytics")
+        page.wait_for_function("['plot-slice', 'graph-rank'].every(id => "
+                               "document.querySelector(`#${id} .main-svg`))", timeout=30000)
+        slice_axis, rank_axes = page.evaluate("""() => {
+            const axis = (id, a) => document.getElementById(id)._fullLayout[a];
+            const s = axis('plot-slice', 'xaxis');
+            return [[s.type, s.title.text],
+                    [axis('graph-rank', 'xaxis').type, axis('graph-rank', 'yaxis').type]]; }""")
+        assert slice_axis[0] in ("linear", "log") and slice_axis[1].startswith("Param ")
+        assert "category" not in rank_axes
+        page.screenshot(path=str(OUTPUT / "dashboard" / "optuna_dashboard_analytics.png"),
+                        full_page=True)
         page.close()
     finally:
         server.terminate()
