@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -16,6 +18,7 @@ from dse.cli import main
 from dse.cli.progress import ProgressBars
 from dse.cli.studies import _run_command
 from dse.core.registry import target_path
+from dse.offline.exchange import RESULTS_FORMAT
 from dse.storage import open_store
 
 STUDY = """
@@ -74,6 +77,43 @@ def test_queries_create_no_database_at_a_mistyped_path(tmp_path, capsys):
     foreign.write_bytes(b"")
     _refused(capsys, ["studies", "--storage", str(foreign)], "holds no dse results")
     assert foreign.read_bytes() == b""
+
+
+FOREIGN_TABLES = {
+    "its own tables": "create table notes(id integer primary key, body text);"
+                      "insert into notes(body) values ('mine');",
+    "a table dse names": "create table notes(id integer primary key, body text);"
+                         "create table dse_studies(x int);",
+    "only a table dse names": "create table dse_studies(x int);",
+}
+
+
+@pytest.mark.parametrize("tables", FOREIGN_TABLES.values(), ids=FOREIGN_TABLES)
+def test_another_applications_database_is_refused_and_left_unchanged(study, tmp_path, capsys,
+                                                                     tables):
+    study_file, _ = study
+    foreign = tmp_path / "other.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.executescript(tables)
+    before = foreign.read_bytes()
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"format": RESULTS_FORMAT, "study": "small",
+                                   "evaluator": {"name": "analytical"}, "results": []}))
+    _refused(capsys, ["run", str(study_file), "--storage", str(foreign)],
+             f"{foreign} is not a dse results database")
+    for command in (["studies"], ["trials", "small"], ["ingest", str(results)]):
+        _refused(capsys, [*command, "--storage", str(foreign)],
+                 f"{foreign} holds no dse results")
+    assert foreign.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.glob("other.db*")) == ["other.db"]
+
+
+def test_a_store_shared_with_other_tables_is_still_written(study, capsys):
+    study_file, storage = study
+    with sqlite3.connect(storage) as conn:  # another application's table beside dse's
+        conn.execute("create table notes(id integer primary key, body text)")
+    assert main(["run", str(study_file), "--storage", storage, "--trials", "8"]) == 0
+    assert len(load_trials(storage, "small")) == 8
 
 
 def test_paths_that_cannot_be_written_exit_2(study, tmp_path, capsys):

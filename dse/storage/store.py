@@ -33,6 +33,7 @@ from dse.core.suggest import did_you_mean
 from dse.storage import models as m
 from dse.storage.bulk import insert_new_rows, pairs_in
 from dse.storage.engine import damaged, make_engine, normalise_url, require_existing
+from dse.storage.foreign import refuse_foreign_sqlite
 from dse.storage.hints import missing_database_hint, shown_storage
 from dse.storage.keys import canonical_key, config_key, now
 from dse.storage.reads import StudyReads
@@ -70,6 +71,10 @@ class ResultStore(StudyReads, RunWrites):
             require_existing(storage)
         self.url = normalise_url(storage)
         self.read_only = read_only
+        parsed = make_url(self.url)
+        if not read_only and parsed.get_backend_name() == "sqlite" and parsed.database \
+                and not parsed.query and not parsed.database.startswith("file:"):
+            refuse_foreign_sqlite(parsed.database)  # before its first connection writes
         try:
             self.engine = make_engine(self.url, read_only=read_only)
             if read_only:
