@@ -215,8 +215,10 @@ def _point_of(page, title: str) -> tuple[float, float]:
     return tuple(page.evaluate(_FIRST_POINT, index))
 
 
-@pytest.mark.parametrize("title", ["The balance point", "Roofline", "Slices"])
-def test_a_point_names_its_trial_and_opens_its_config(page, server, title):
+@pytest.mark.parametrize(("title", "named"), [
+    ("The balance point", ("m_ct=", "tops=")), ("Roofline", ("m_ct=", "tops=")),
+    ("Slices", ("m_ct=", "tops=")), ("Optimisation history", ("tops=",))])
+def test_a_point_names_its_trial_and_opens_its_config(page, server, title, named):
     page.goto(f"{server}/study/two")
     _plots_drawn(page, 8)
     x, y = _point_of(page, title)
@@ -225,7 +227,11 @@ def test_a_point_names_its_trial_and_opens_its_config(page, server, title):
     label.wait_for()
     text = label.text_content()
     number = int(re.search(r"trial (\d+)", text).group(1))
-    assert "m_ct=" in text and "tops=" in text
+    assert all(name in text for name in named), text
+    (OUTPUT / "dashboard").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(OUTPUT / "dashboard" / f"hover_{title.split()[-1].lower()}.png"),
+                    clip={"x": max(x - 350, 0), "y": max(y - 200, 0), "width": 700,
+                          "height": 400})
     page.mouse.click(x, y)
     page.wait_for_url(f"**/config/{number}/two")
     assert page.locator("#status").inner_text() == "ok"

@@ -22,12 +22,12 @@ from dse.analysis.explore import (
     slice_figure,
     trial_points,
 )
+from dse.analysis.history import history_figure
 from dse.core.registry import search_space_class
 from dse.core.space import Breakdown
 from dse.storage.frames import FIDELITY_RANK
 
 MAX_POINTS = 600
-HISTORY_POINTS = 600
 BREAKDOWN_CONFIGS = 10  # the best configs a study's breakdown bars show
 PLOT_CONFIG = {"displaylogo": False}
 HOUSE_TEMPLATE = "plotly_white"
@@ -110,45 +110,6 @@ def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
     Plotly)."""
     return to_html(house_style(fig), full_html=False, include_plotlyjs=include_plotlyjs,
                    config=PLOT_CONFIG)
-
-
-def history_figure(numbers: np.ndarray, values: np.ndarray, direction: str,
-                   metric: str, evaluators: np.ndarray | None = None) -> go.Figure:
-    """Every trial's objective (bucketed to the best per bucket past :data:`HISTORY_POINTS`
-    trials) and the best so far; with ``evaluators`` (one per trial) naming several, each
-    evaluator's trials and best so far apart (a ladder's model and measurements are not one
-    series)."""
-    numbers, values = np.asarray(numbers), np.asarray(values, dtype=float)
-    names = list(dict.fromkeys(evaluators)) if evaluators is not None else []
-    fig = go.Figure()
-    if len(names) > 1:
-        for name in names:
-            chosen = np.asarray(evaluators) == name
-            _add_history(fig, numbers[chosen], values[chosen], direction, metric, f" ({name})")
-    else:
-        _add_history(fig, numbers, values, direction, metric, "")
-    fig.update_layout(title=f"Optimisation history ({len(values):,} trials)",
-                      xaxis_title="trial", yaxis_title=metric)
-    return fig
-
-
-def _add_history(fig: go.Figure, numbers: np.ndarray, values: np.ndarray, direction: str,
-                 metric: str, suffix: str) -> None:
-    """Add the trials' values (bucketed past :data:`HISTORY_POINTS`) and their best so far."""
-    order = np.argsort(numbers, kind="stable")
-    numbers, values = numbers[order], values[order]
-    better = np.fmax if direction == "maximize" else np.fmin
-    running = better.accumulate(values) if len(values) else values
-    shown_x, shown_y, label = numbers, values, metric
-    if len(values) > HISTORY_POINTS:
-        edges = np.linspace(0, len(values), HISTORY_POINTS + 1).astype(int)
-        shown_x = numbers[edges[:-1]]
-        shown_y = better.reduceat(values, edges[:-1])
-        label = f"{metric} (best of each {len(values) // HISTORY_POINTS}+ trials)"
-        numbers, running = numbers[edges[1:] - 1], running[edges[1:] - 1]
-    fig.add_trace(go.Scatter(x=shown_x, y=shown_y, mode="markers", name=label + suffix,
-                             marker={"size": 5, "opacity": 0.6}))
-    fig.add_trace(go.Scatter(x=numbers, y=running, mode="lines", name="best so far" + suffix))
 
 
 def balance_point(best: pd.DataFrame) -> pd.Series | None:
