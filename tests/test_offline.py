@@ -19,6 +19,9 @@ from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
 
 RUNNER = Path(__file__).parents[1] / "dse" / "offline" / "runner.py"
+MEASURED_STUDY = {"name": "m", "target": "cpu", "sampler": "exhaustive",
+                  "workload": {"shape": "128x128x128", "dtype": "fp32-fp32"},
+                  "space": {"free": ["pack_a"]}}
 
 
 def test_export_run_ingest_round_trip(tmp_path, capsys, monkeypatch):
@@ -91,9 +94,7 @@ def measured(tmp_path_factory):
     """A cpu study with 3 configs exported and measured by the runner (not yet ingested)."""
     folder = tmp_path_factory.mktemp("measured")
     storage = str(folder / "r.db")
-    run_study(study_from_dict({
-        "name": "m", "target": "cpu", "workload": {"shape": "128x128x128", "dtype": "fp32-fp32"},
-        "space": {"free": ["pack_a"]}, "sampler": "exhaustive"}), storage)
+    run_study(study_from_dict(MEASURED_STUDY), storage)
     configs, results = folder / "configs.json", folder / "results.json"
     assert main(["export-configs", "m", "--top", "3", "--out", str(configs),
                  "--storage", storage]) == 0
@@ -141,6 +142,52 @@ def test_ingest_refuses_a_bad_record_and_stores_nothing(measured, tmp_path, caps
     assert main(["ingest", str(bad), "--storage", storage]) == 2
     assert message in capsys.readouterr().err
     assert load_trials(storage, "m").equals(before)
+
+
+def _failed_first(data, reason):
+    data["results"][0].update(status="failed", reason=reason, metrics={})
+    return data
+
+
+def _provenance(data, **changes):
+    data["provenance"].update(changes)
+    return data
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: _edit_first(d, elapsed_s=float("nan")),
+     "results[0]: elapsed_s: expected 0 to 2,592,000 seconds, got nan"),
+    (lambda d: _edit_first(d, elapsed_s=-1.0), "results[0]: elapsed_s: expected 0 to"),
+    (lambda d: _edit_first(d, elapsed_s=float("inf")), "results[0]: elapsed_s: expected 0 to"),
+    (lambda d: _edit_first(d, metrics={"spread": float("inf")}),
+     "results[0].metrics['spread']: not a finite number (inf)"),
+    (lambda d: _edit_first(d, metrics={"times_s": [1e-5, float("nan")]}),
+     "results[0].metrics['times_s'][1]: not a finite number (nan)"),
+    (lambda d: _edit_first(d, metrics={"repeats": 2**70}),
+     "results[0].metrics['repeats']: an integer beyond 63 bits"),
+    (lambda d: _edit_first(d, metrics={"note": "a\0b"}),
+     "results[0].metrics['note']: a text may not hold a NUL character"),
+    (lambda d: _failed_first(d, "x" * 5_000_000),
+     "results[0]: reason: a reason holds at most 100,000 characters, not 5,000,000"),
+    (lambda d: _failed_first(d, "a\0b"), "results[0]: reason: a reason may not hold a NUL"),
+    (lambda d: _provenance(d, host="h" * 100_000),
+     "provenance.host: a host name holds at most 200 characters, not 100,000"),
+    (lambda d: _provenance(d, load=float("-inf")),
+     "provenance['load']: not a finite number (-inf)"),
+], ids=["nan-elapsed", "negative-elapsed", "infinite-elapsed", "infinite-metric",
+        "nan-in-a-list", "huge-integer", "nul-in-a-metric", "5-MB-reason", "nul-in-reason",
+        "100-kB-host", "infinite-provenance"])
+def test_ingest_refuses_what_no_backend_should_store(measured, storage_url, tmp_path, capsys,
+                                                     edit, message):
+    _, data = measured
+    run_study(study_from_dict(MEASURED_STUDY), storage_url)
+    before = load_trials(storage_url, "m")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(edit(json.loads(json.dumps(data)))))
+    capsys.readouterr()
+    assert main(["ingest", str(bad), "--storage", storage_url]) == 2
+    assert message in capsys.readouterr().err
+    assert load_trials(storage_url, "m").equals(before)
 
 
 def test_ingest_skips_an_exact_repeat(measured, tmp_path, capsys):

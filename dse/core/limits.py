@@ -46,6 +46,7 @@ NUMBERS: dict[str, Range] = {
     "evaluator.seconds_per_config": Range(0, 3600, "seconds"),  # a synthetic cost, a timeout
     "trials.limit": Range(1, 1_000_000, "rows"),
     "trials.offset": Range(0, 2**62, "rows"),
+    "ingest.elapsed_s": Range(0, 30 * 86400, "seconds"),  # a measurement of a month at most
 }
 WORKLOADS = 1000  # in one study (a grid multiplies its axes)
 NAME_CHARS = 200  # a study's name: what the database column holds
@@ -55,6 +56,12 @@ YAML_ALIASES = 1000  # uses of &anchors in one study file (expanded, they can fi
 SHOWN_CHARS = 120  # of a refused value quoted in a message
 STORAGE_CHARS = 4096  # a storage path or URL (Linux's longest path)
 COUNT_MAX = 1_000_000_000  # any other count on the command line (--top, --points, --k-mt)
+# What an ingested results file may hold (checked before anything of it is stored, the same for
+# every backend: SQLite and PostgreSQL refuse different values, or store them differently)
+REASON_CHARS = 100_000  # why a config failed: a compiler's log, which the runner cuts shorter
+HOST_CHARS = 200  # the host that measured: what the database column holds
+MEASURED_ITEMS = 100_000  # items of one measured list or mapping (the times of each repeat)
+INTEGER_BITS = 63  # an integer a metric holds: what SQL's BIGINT and JSON readers take
 
 
 def out_of_range(key: str, value: object) -> str | None:

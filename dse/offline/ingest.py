@@ -2,7 +2,8 @@
 
 Every record is checked before anything is stored: its workload must be one of the study's, its
 parameters exactly the space's (valid values), its status known, the numbers an ok result
-carries finite and positive, its ``id`` the one its workload and parameters give. One bad record
+carries finite and positive, every value within :mod:`dse.core.limits` (see
+:mod:`dse.offline.values`), its ``id`` the one its workload and parameters give. One bad record
 refuses the whole file, naming the record and what is wrong, so a study never holds a result it
 could not have asked for. Good files are stored in one transaction: each result as an evaluation
 of the named evaluator (its identity makes a second ingest a no-op) and as a trial of the study.
@@ -21,6 +22,7 @@ from dse.core.evaluator import EvalContext, Evaluator, require_fits
 from dse.core.registry import build_context, build_evaluator, workload_from_dict
 from dse.core.results import EvalResult, Status
 from dse.offline.exchange import RESULTS_FORMAT
+from dse.offline.values import check_provenance, check_result
 from dse.storage.keys import canonical_key, config_key
 from dse.storage.store import ResultStore
 
@@ -145,6 +147,7 @@ class _Checker:
             reason = entry.get("reason")
             result = EvalResult(Status(status), params, metrics,
                                 None if reason is None else str(reason), float(elapsed))
+        check_result(result, where)
         _check_metrics(result, where)
         if result.metrics.get("interpreted") is True and not self.accept_interpreted:
             raise UsageError(f"{where}: run by Triton's interpreter on the CPU "
@@ -163,6 +166,8 @@ def _check_file(path: str | Path, data: Any) -> None:
         if not isinstance(data.get(key), kind):
             raise UsageError(f"{path}: key {key!r} must be a {kind.__name__}, got "
                              f"{data.get(key)!r:.80}")
+    if isinstance(data.get("provenance"), dict):
+        check_provenance(data["provenance"], f"{path}: provenance")
 
 
 def _checked(path: str | Path, data: Any, store: ResultStore,
