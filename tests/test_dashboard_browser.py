@@ -353,17 +353,36 @@ def test_a_study_of_many_workloads_shows_a_summary_then_one_at_a_time(browser, t
         page.close()
 
 
+_MENU_OF = """([i, item]) => {
+    const menus = document.querySelectorAll('.plotly-graph-div')[i].layout.updatemenus || [];
+    for (const [m, menu] of menus.entries()) {
+        const b = menu.buttons.findIndex(button => button.label === item);
+        if (b >= 0) return [m, b];
+    }
+    return null; }"""
+_PICKED = """([i, m, b]) => {
+    const gd = document.querySelectorAll('.plotly-graph-div')[i];
+    return gd.layout.updatemenus[m].active === b
+        && !gd.querySelector('.updatemenu-dropdown-button'); }"""
+
+
 def _choose(page, graph: int, item: str) -> None:
-    """Open the menu of plot ``graph`` that holds ``item`` and pick it."""
-    menus = page.locator(".plotly-graph-div").nth(graph).locator(".updatemenu-header-group")
-    for i in range(menus.count()):
-        menus.nth(i).click()
-        choice = page.locator(".updatemenu-item-text", has_text=item)
-        if choice.count():
-            choice.first.click()
-            return
-        menus.nth(i).click()  # close it again
-    pytest.fail(f"no menu item {item!r}")
+    """Pick ``item`` in the menu of plot ``graph`` that holds it, and wait until the plot has
+    taken it. Only that menu is opened (found in the figure's layout): opening each menu in turn
+    to look for the item left an open dropdown over the next menu's header, which a busy
+    machine's click could land on."""
+    found = page.evaluate(_MENU_OF, [graph, item])
+    if found is None:
+        pytest.fail(f"no menu item {item!r}")
+    menu, button = found
+    plot = page.locator(".plotly-graph-div").nth(graph)
+    plot.locator(".updatemenu-header-group").nth(menu).click()
+    choice = plot.locator(".updatemenu-dropdown-button").filter(
+        has=page.locator(".updatemenu-item-text", has_text=re.compile(f"^{re.escape(item)}$")))
+    choice.wait_for(state="visible")
+    choice.click()
+    # the menu marks the choice active and folds once Plotly has applied it
+    page.wait_for_function(_PICKED, arg=[graph, menu, button])
 
 
 def test_the_explorer_takes_the_axes_and_colour_chosen(page, server):
