@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sqlite3
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -191,6 +193,35 @@ def test_read_only_sqlite_uri_is_a_database(study, capsys):
     _, storage = study
     assert main(["studies", "--storage", f"sqlite:///file:{storage}?mode=ro&uri=true"]) == 0
     assert "small" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("storage", "message"), [
+    ("file:nothere.db?mode=ro", "no database at file:nothere.db?mode=ro"),
+    ("nothere.db#1", "no database at nothere.db#1"),
+    ("sqlite:///file:nothere.db?mode=rwc&uri=true", "unable to open database file"),
+    ("sqlite:///nothere.db?timeout=5", "no database at nothere.db"),
+])
+def test_a_query_creates_no_file_whatever_the_storage_says(tmp_path, monkeypatch, capsys,
+                                                           recwarn, storage, message):
+    monkeypatch.chdir(tmp_path)
+    for command in (["studies"], ["trials", "small"]):
+        _refused(capsys, [*command, "--storage", storage], message)
+    assert list(tmp_path.iterdir()) == []
+    assert not [w for w in recwarn if "SAWarning" in w.category.__name__]
+
+
+def test_a_query_by_uri_or_with_driver_options_writes_nothing(study, capsys):
+    _, written = study
+    storage = str(Path(written).with_name("copy.db"))
+    with contextlib.closing(sqlite3.connect(written)) as source, \
+            contextlib.closing(sqlite3.connect(storage)) as copy:
+        source.backup(copy)
+        copy.execute("PRAGMA journal_mode=DELETE")  # opened for writing, it is set to WAL
+    before = {p.name: p.read_bytes() for p in Path(storage).parent.glob("copy.db*")}
+    for url in (f"sqlite:///file:{storage}?mode=rwc&uri=true", f"sqlite:///{storage}?timeout=5"):
+        assert main(["studies", "--storage", url]) == 0
+        assert "small" in capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in Path(storage).parent.glob("copy.db*")} == before
 
 
 def test_an_option_given_twice_is_refused(capsys):

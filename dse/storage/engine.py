@@ -35,8 +35,9 @@ def normalise_url(storage: str | None) -> str:
     problem = limits.text_problem(storage, "a storage path or URL", limits.STORAGE_CHARS)
     if problem:
         raise UsageError(f"storage {limits.shown(storage)}: {problem}")
-    if "://" not in storage:
-        return f"sqlite:///{Path(storage).expanduser()}"
+    if "://" not in storage:  # a path, quoted: a '?' or '#' in it is part of the file's name
+        return URL.create("sqlite", database=str(Path(storage).expanduser())).render_as_string(
+            hide_password=False)
     if storage.startswith(("postgresql://", "postgres://")):  # the psycopg 3 driver dse
         # installs; ``postgres://`` is the scheme libpq and hosting services write too
         storage = "postgresql+psycopg://" + storage.split("://", 1)[1]
@@ -61,7 +62,11 @@ def make_engine(url: str, read_only: bool = False) -> Engine:
     driver is not installed is a :class:`UsageError`."""
     parsed = make_url(url)
     if read_only and parsed.drivername.startswith("sqlite") and parsed.database \
-            and not parsed.query and parsed.database != ":memory:":
+            and parsed.database != ":memory:":
+        if sqlite_uri(parsed):  # read-only whatever mode it names: a read creates no file
+            return _engine(parsed.update_query_dict({"mode": "ro"}), poolclass=QueuePool)
+        # the file, read-only (any other option of the URL's query is the driver's, which a
+        # read does without, rather than open it for writing)
         uri = read_only_uri(parsed.database)
         # a pool of connections, each used by one thread at a time: for ``sqlite://`` with a
         # creator SQLAlchemy would pick SingletonThreadPool (meant for a memory database),
@@ -105,6 +110,12 @@ def make_engine(url: str, read_only: bool = False) -> Engine:
 
         return engine
     return _engine(url, pool_pre_ping=True)
+
+
+def sqlite_uri(url: URL) -> bool:
+    """Whether ``url`` names a SQLite URI (``sqlite:///file:NAME?mode=ro&uri=true``), which
+    SQLite opens as it says, rather than a file path."""
+    return str(url.query.get("uri", "")).lower() in ("true", "1", "yes", "on")
 
 
 def read_only_uri(path: str) -> str:
@@ -216,8 +227,7 @@ def require_existing(storage: str | None) -> None:
     """Refuse a SQLite path that does not exist, or a database without dse's tables: for a
     command that only reads, that is a mistyped name, not a database to create tables in."""
     url = make_url(normalise_url(storage))
-    uri = url.query.get("uri") or (url.database or "").startswith("file:")  # e.g. mode=ro
-    if url.drivername.startswith("sqlite") and url.database and not uri:
+    if url.drivername.startswith("sqlite") and url.database and not sqlite_uri(url):
         path = Path(url.database)
         try:
             exists, folder = path.exists(), path.is_dir()
@@ -227,8 +237,11 @@ def require_existing(storage: str | None) -> None:
         if folder:
             raise UsageError(f"--storage: {url.database} is a folder, not a database file")
         if not exists:
+            uri_hint = ("; a SQLite URI is given as sqlite:///file:NAME?mode=ro&uri=true"
+                        if url.database.startswith("file:") else "")
             raise UsageError(f"--storage: no database at {limits.cut(url.database)} (run a "
-                             "study first, or name the file or URL that holds your studies)")
+                             "study first, or name the file or URL that holds your "
+                             f"studies{uri_hint})")
     engine = make_engine(url.render_as_string(hide_password=False), read_only=True)
     try:
         tables = inspect(engine).get_table_names()

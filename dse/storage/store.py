@@ -32,7 +32,13 @@ from dse.core.errors import DseError, UsageError
 from dse.core.suggest import did_you_mean
 from dse.storage import models as m
 from dse.storage.bulk import insert_new_rows, pairs_in
-from dse.storage.engine import damaged, make_engine, normalise_url, require_existing
+from dse.storage.engine import (
+    damaged,
+    make_engine,
+    normalise_url,
+    require_existing,
+    sqlite_uri,
+)
 from dse.storage.foreign import refuse_foreign_sqlite
 from dse.storage.hints import missing_database_hint, shown_storage
 from dse.storage.keys import canonical_key, config_key, now
@@ -73,7 +79,7 @@ class ResultStore(StudyReads, RunWrites):
         self.read_only = read_only
         parsed = make_url(self.url)
         if not read_only and parsed.get_backend_name() == "sqlite" and parsed.database \
-                and not parsed.query and not parsed.database.startswith("file:"):
+                and parsed.database != ":memory:" and not sqlite_uri(parsed):
             refuse_foreign_sqlite(parsed.database)  # before its first connection writes
         try:
             self.engine = make_engine(self.url, read_only=read_only)
