@@ -85,6 +85,22 @@ def test_bad_requests_name_the_problem(study, kwargs, message):
         open_store(storage).trial_page("paged", **kwargs)
 
 
+@pytest.mark.parametrize("where", [
+    "m_ct == '176'", "m_ct != '64'", "status == 3", "'ok' == tops", "status < k_ct",
+    "m_ct == 64 or dtype == 'int8-int8'", "cached == 0",
+])
+def test_a_filter_means_the_same_with_and_without_a_limit(study, capsys, where):
+    storage, _ = study
+    query = ["trials", "paged", "--storage", storage, "--where", where, "--format", "json"]
+    outcomes = []
+    for extra in ([], ["--limit", "1000"]):
+        code = main([*query, *extra])
+        captured = capsys.readouterr()
+        outcomes.append((code, sorted(r["number"] for r in json.loads(captured.out))
+                         if code == 0 else captured.err.strip()))
+    assert outcomes[0] == outcomes[1]
+
+
 def test_unknown_study(tmp_path):
     run_study(make_spec("other"), str(tmp_path / "r.db"))
     with pytest.raises(UsageError, match="paged"):

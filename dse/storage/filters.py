@@ -134,6 +134,12 @@ class FilterParser(ABC):
             return self.column(value)
         raise self.fail(f"expected a column, number or string, got {value!r}")
 
+    def require_same_kind(self, op: str, left_numeric: bool, right_numeric: bool) -> None:
+        """Numbers compare with numbers and text with text, on a frame as in SQL: a number
+        equal to a text would be false in pandas, and refused or converted by a database."""
+        if left_numeric != right_numeric:
+            raise self.fail(f"cannot compare a number with text in {op!r}")
+
     @abstractmethod
     def compare(self, op: str, left: Any, right: Any) -> Any:
         """``left OP right`` where at least one side is a column."""
@@ -150,12 +156,13 @@ class _FrameParser(FilterParser):
 
     def compare(self, op: str, left: Any, right: Any) -> pd.Series:
         """A boolean mask; a missing value compares false."""
+        if not isinstance(left, pd.Series) and not isinstance(right, pd.Series):
+            raise self.fail("a comparison needs at least one column name")
+        self.require_same_kind(op, _numeric(left), _numeric(right))
         try:
             result = COMPARISONS[op](left, right)
         except TypeError as exc:
             raise self.fail(f"cannot compare: {exc}") from None
-        if not isinstance(result, pd.Series):
-            raise self.fail("a comparison needs at least one column name")
         return result.fillna(False).astype(bool)
 
     def column(self, name: str) -> pd.Series:
@@ -163,6 +170,14 @@ class _FrameParser(FilterParser):
             raise self.fail(f"unknown column {name!r}; columns: "
                             f"{', '.join(map(str, self.frame.columns))}")
         return self.frame[name]
+
+
+def _numeric(side: Any) -> bool:
+    """Whether a comparison's side holds numbers (a number, or a column of numbers or
+    booleans), as the SQL filter judges its columns."""
+    if isinstance(side, pd.Series):
+        return pd.api.types.is_numeric_dtype(side.dtype)
+    return isinstance(side, float)
 
 
 def apply_filter(frame: pd.DataFrame, text: str) -> pd.DataFrame:

@@ -117,8 +117,7 @@ class _SqlFilter(FilterParser):
         for side in (left, right):
             numeric = side.numeric if isinstance(side, SqlColumn) else isinstance(side, float)
             sides.append((side.expr if isinstance(side, SqlColumn) else side, numeric))
-        if sides[0][1] != sides[1][1]:
-            raise self.fail(f"cannot compare a number with text in {op!r}")
+        self.require_same_kind(op, sides[0][1], sides[1][1])
         # a missing value (NULL) is unequal to everything and fails every other comparison,
         # as in the pandas filter, where SQL would leave the comparison unknown
         return func.coalesce(COMPARISONS[op](sides[0][0], sides[1][0]),
