@@ -4,6 +4,7 @@ memory, damaged and read-only databases. Each is refused with a message and exit
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -247,6 +248,40 @@ def test_a_database_in_a_folder_one_cannot_write_is_read(stored):
         assert "kept" in _as_nobody(["studies", "--storage", str(copy)]).stdout
         assert sorted(p.name for p in folder.iterdir()) == ["results.db"]  # no -wal, -shm
         assert copy.read_bytes() == before
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(outer)
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not shutil.which("setpriv"),
+                    reason="as root the test needs setpriv to read as another user")
+def test_a_copy_with_its_wal_in_a_folder_one_cannot_write_is_read_whole(stored, tmp_path,
+                                                                       capsys):
+    _checkpointed(stored)
+    # a connection held open keeps the next study's commits in the WAL (the last connection
+    # to close would move them into the file), as in a copy taken while dse was running
+    with contextlib.closing(sqlite3.connect(stored)) as holder:
+        holder.execute("SELECT count(*) FROM dse_studies").fetchall()
+        assert main(["run", str(_study(tmp_path, name="late")), "--storage", stored]) == 0
+        capsys.readouterr()
+        outer = Path(tempfile.mkdtemp(prefix="dse-theirs-"))
+        folder = outer / "theirs"
+        folder.mkdir()
+        copy = folder / "results.db"
+        shutil.copy(stored, copy)
+        shutil.copy(stored + "-wal", folder / "results.db-wal")  # and no -shm
+    assert (folder / "results.db-wal").stat().st_size > 0
+    for path, mode in ((outer, 0o755), (folder, 0o555), (copy, 0o444),
+                       (folder / "results.db-wal", 0o444)):
+        path.chmod(mode)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    try:
+        listed = _as_nobody(["studies", "--storage", str(copy)])
+        assert listed.returncode == 0, listed.stderr
+        assert "kept" in listed.stdout and "late" in listed.stdout, listed.stdout
+        best = _as_nobody(["best", "late", "--storage", str(copy)])
+        assert best.returncode == 0 and "Traceback" not in best.stderr, best.stderr
+        assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
     finally:
         folder.chmod(0o755)
         shutil.rmtree(outer)

@@ -25,6 +25,7 @@ from dse.core import limits
 from dse.core.commands import DEFAULT_STORAGE
 from dse.core.errors import UsageError
 from dse.storage.hints import missing_database_hint, shown_storage
+from dse.storage.wal import pending_wal, readable_copy
 
 
 def normalise_url(storage: str | None) -> str:
@@ -121,8 +122,11 @@ def sqlite_uri(url: URL) -> bool:
 def read_only_uri(path: str) -> str:
     """The SQLite URI that reads ``path`` without writing: ``mode=ro``, or, where that cannot
     open it (a WAL database whose shared-memory file this user cannot create, in a folder
-    they cannot write), ``immutable=1``, which reads the file as it is on disk."""
-    location = quote(str(Path(path).expanduser().resolve()))
+    they cannot write), ``immutable=1``, which reads the file as it is on disk, or, when its
+    ``-wal`` file holds commits that reading the file alone would miss, a private copy of
+    both (see :mod:`dse.storage.wal`)."""
+    resolved = Path(path).expanduser().resolve()
+    location = quote(str(resolved))
     uri = f"file:{location}?mode=ro"
     try:
         with contextlib.closing(sqlite3.connect(uri, uri=True)) as probe:
@@ -130,7 +134,11 @@ def read_only_uri(path: str) -> str:
     except sqlite3.OperationalError as exc:
         if "readonly" not in str(exc) and "unable to open" not in str(exc):
             raise
-        uri = f"file:{location}?immutable=1"
+        wal = pending_wal(resolved)
+        if wal is None:
+            uri = f"file:{location}?immutable=1"
+        else:
+            uri = f"file:{quote(str(readable_copy(resolved, wal)))}?mode=ro"
     except sqlite3.DatabaseError as exc:  # "malformed", "not a database"
         raise UsageError(damaged(path, str(exc))) from None
     return uri
