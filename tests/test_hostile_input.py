@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
@@ -285,6 +286,48 @@ def test_a_copy_with_its_wal_in_a_folder_one_cannot_write_is_read_whole(stored, 
     finally:
         folder.chmod(0o755)
         shutil.rmtree(outer)
+
+
+FULL_DISK = """
+mount -t tmpfs -o size=2m tmpfs "$1" && cd "$1" || exit 99
+cp "$2/big.yaml" big.yaml
+python -m dse.cli run big.yaml --storage r.db >/dev/null 2>"$2/full.err"; echo $? >"$2/full.rc"
+python -m dse.cli studies --storage r.db --json >"$2/kept.json"
+mount -o remount,size=64m tmpfs "$1"  # space again
+python -m dse.cli run big.yaml --storage r.db --trials 400 >/dev/null 2>"$2/resumed.err"
+echo $? >"$2/resumed.rc"
+python -m dse.cli studies --storage r.db --json >"$2/after.json"
+"""
+
+
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare to mount a small tmpfs")
+def test_a_full_disk_says_what_was_kept_and_the_run_resumes(tmp_path):
+    """On a tmpfs of 2 MiB, mounted for this process alone (a mount namespace of its own; a
+    user other than root needs a user namespace too), a study's store fills the disk."""
+    (tmp_path / "big.yaml").write_text(textwrap.dedent(SMALL.format(
+        name="big", shape="4096x4096x4096", sampler="random", trials=20000)))
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    unshare = ["unshare", "--mount"] if os.geteuid() == 0 else \
+        ["unshare", "--user", "--map-root-user", "--mount"]
+    done = subprocess.run([*unshare, "--", "sh", "-c", FULL_DISK, "sh", str(disk), str(tmp_path)],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:"
+                               f"{os.environ['PATH']}", "PYTHONPATH": str(Path.cwd())})
+    if done.returncode == 99 or not (tmp_path / "full.rc").exists():
+        pytest.skip(f"no small tmpfs can be mounted here: {done.stderr[-300:]}")
+    full = (tmp_path / "full.err").read_text()
+    assert (tmp_path / "full.rc").read_text().strip() == "1", full
+    assert "Traceback" not in full, full
+    (kept,) = json.loads((tmp_path / "kept.json").read_text())
+    assert 0 < kept["trials"] < 20000 and kept["status"] == "failed"
+    assert f"{disk}/r.db is full" in full
+    assert f"study 'big' keeps its {kept['trials']} trials" in full
+    assert "run the same `dse run` again: it resumes from there" in full
+    assert (tmp_path / "resumed.rc").read_text().strip() == "0", \
+        (tmp_path / "resumed.err").read_text()
+    (after,) = json.loads((tmp_path / "after.json").read_text())
+    assert after["trials"] == 400 and after["status"] == "finished"
 
 
 def test_a_target_that_is_not_a_readable_file_is_refused(tmp_path, capsys):

@@ -28,7 +28,7 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.orm import Session
 
-from dse.core.errors import DseError, UsageError
+from dse.core.errors import DseError, InfrastructureError, UsageError
 from dse.core.suggest import did_you_mean
 from dse.storage import models as m
 from dse.storage.bulk import insert_new_rows, pairs_in
@@ -48,6 +48,18 @@ from dse.storage.runs import RunWrites
 
 class StorageError(DseError):
     """The database cannot be used (unreachable, locked, written by a newer dse)."""
+
+
+class DiskFullError(StorageError, InfrastructureError):
+    """The database's disk is full: the transaction was rolled back, everything committed
+    before it is kept (CLI exit status 1: not the input's fault)."""
+
+
+def disk_full(problem: BaseException | None) -> bool:
+    """Whether a driver's error says the database's disk is full (SQLite's SQLITE_FULL,
+    PostgreSQL's disk_full, SQLSTATE 53100)."""
+    return getattr(problem, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL \
+        or getattr(problem, "sqlstate", None) == "53100"
 
 
 class ResultStore(StudyReads, RunWrites):
@@ -116,6 +128,10 @@ class ResultStore(StudyReads, RunWrites):
                     f"{self.safe_url} stayed locked by another writer for 60 s; SQLite allows "
                     "one writer at a time: run one study per process, or use PostgreSQL for "
                     "many concurrent writers") from None
+            if disk_full(exc.orig):
+                raise DiskFullError(f"the disk of {self.safe_url} is full ({exc.orig}): the "
+                                    "last transaction was rolled back, everything committed "
+                                    "before it is kept") from None
             raise
         except DatabaseError as exc:
             if type(exc.orig) is sqlite3.DatabaseError:  # "malformed", "not a database"

@@ -34,7 +34,7 @@ from dse.core.workload import Workload
 from dse.offline.exchange import OfflineExport
 from dse.storage.journal import DseJournalStorage, SqlJournalBackend
 from dse.storage.runs import Measured
-from dse.storage.store import ResultStore, open_store
+from dse.storage.store import DiskFullError, ResultStore, open_store
 from dse.study.asktell import run_sampler
 from dse.study.exhaustive import feasible_configs, run_exhaustive
 from dse.study.ladder import run_ladder
@@ -184,6 +184,9 @@ class StudyRunner:
         except KeyboardInterrupt:
             status = "interrupted"
             self.recorder.flush()
+        except DiskFullError as exc:  # nothing more can be written: say what was kept
+            status = "failed"
+            raise DiskFullError(self._kept_on_a_full_disk(exc)) from None
         except (EvaluatorError, InfrastructureError):  # what finished before is kept; the
             status = "failed"  # batch that stopped the run is not (its faults are)
             self.recorder.flush()
@@ -197,8 +200,13 @@ class StudyRunner:
             # a run that added no trial and left the status as it was changed nothing
             unchanged = (self.recorder.next_number == self.claim.next_number
                          and status == self.claim.status_before)
-            self.store.release(self.spec.name, self.owner, status,
-                               self.claim.updated_before if unchanged else None)
+            try:
+                self.store.release(self.spec.name, self.owner, status,
+                                   self.claim.updated_before if unchanged else None)
+            except DiskFullError:
+                if status != "failed":
+                    raise
+                # the run is failing already, for this reason: its lease lapses on its own
             self.pool.close()  # Ray's shutdown takes seconds: the study is released first
         if self.recorder.next_number != self.claim.next_number and status != "interrupted":
             self.store.keep_frame(self.spec.name)  # whole reads of the study take it at once
@@ -206,6 +214,13 @@ class StudyRunner:
             self.offline.write(self.offline_path)
         return RunSummary(self.spec.name, self.store.safe_url, status,
                           time.monotonic() - start, summaries, self.offline)
+
+    def _kept_on_a_full_disk(self, exc: DiskFullError) -> str:
+        """What a run stopped by a full disk tells: what was kept, and how to go on."""
+        added = self.recorder.next_number - self.claim.next_number
+        return (f"{exc}: study {self.spec.name!r} keeps its {self.recorder.next_number} "
+                f"trials ({added} of them from this run). Free some space, then run the same "
+                "`dse run` again: it resumes from there")
 
     def context(self, workload: Workload) -> EvalContext:
         """The workload on the study's target, in the study's space (its optional rules too)."""
