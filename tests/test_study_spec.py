@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import textwrap
 
@@ -112,3 +113,13 @@ def test_errors_name_the_file_and_key(tmp_path, text, pattern):
 def test_missing_file():
     with pytest.raises(StudyFileError, match="does not exist"):
         load_study("/nonexistent/study.yaml")
+
+
+def test_a_folder_device_or_fifo_is_not_called_missing(tmp_path):
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    for path, problem in ((tmp_path, "is a folder, not a study file"),
+                          ("/dev/null", "is not a regular file (a device, FIFO or socket)"),
+                          (fifo, "is not a regular file (a device, FIFO or socket)")):
+        with pytest.raises(StudyFileError, match=re.escape(f"'{path}' {problem}")):
+            load_study(path)

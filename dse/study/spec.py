@@ -6,6 +6,7 @@ allowed. Everything past :func:`load_study` works on :class:`StudySpec` only.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -189,11 +190,28 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+def _not_a_regular_file(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a study file (missing, a folder, a device or FIFO, whose
+    reads would block or never end), or None."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:  # a name too long, a folder on the way one may not enter
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a study file"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a device, FIFO or socket): give a YAML file"
+    return None
+
+
 def load_study(path: str | Path) -> StudySpec:
     """Read and validate a study file."""
     path = Path(path)
-    if not path.is_file():
-        raise StudyFileError(f"study file {str(path)!r} does not exist")
+    problem = _not_a_regular_file(path)
+    if problem:
+        raise StudyFileError(f"study file {str(path)!r} {problem}")
     text = read_text(path, "study file")
     loader = None
     try:
