@@ -28,6 +28,14 @@ def test_newer_schema_is_refused(storage_url):
         ResultStore(storage_url)
 
 
+def test_newer_schema_is_refused_by_a_read_naming_the_file(tmp_path):
+    path = tmp_path / "newer.db"
+    with ResultStore(str(path)).session() as s:
+        s.execute(update(m.Meta).values(value=str(m.SCHEMA_VERSION + 1)))
+    with pytest.raises(StorageError, match=f"^{path} has schema version"):
+        ResultStore(str(path), read_only=True)
+
+
 def test_unreachable_database():
     with pytest.raises(StorageError, match="cannot use storage"):
         ResultStore("postgresql://nobody@127.0.0.1:1/none")
