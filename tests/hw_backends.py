@@ -37,3 +37,15 @@ def pid(**_: object) -> RunOutput:
     import os
 
     return RunOutput(float(os.getpid()), True)
+
+
+def logged_amx_run(log: str, **job: object) -> RunOutput:
+    """The AMX runner, appending the run's start and end (monotonic seconds) to ``log``: what
+    a test of the device lock compares across processes."""
+    from evaluators.hardware.amx_kernel import run
+
+    start = time.monotonic()
+    out = run(**job)  # type: ignore[arg-type]
+    with open(log, "a") as handle:
+        handle.write(f"{start} {time.monotonic()}\n")
+    return out

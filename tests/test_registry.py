@@ -40,7 +40,7 @@ def test_unknown_names_list_the_registered_ones():
 
     with pytest.raises(UsageError, match="unknown kind 'no such kind'; valid: target family"):
         register("no such kind", "x", object)
-    with pytest.raises(UsageError, match="unknown evaluator 'nope'; valid: analytical, cpu"):
+    with pytest.raises(UsageError, match="unknown evaluator 'nope'; valid: amx, analytical, cpu"):
         build_evaluator("nope")
 
 

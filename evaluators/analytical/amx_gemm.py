@@ -1,0 +1,166 @@
+"""Analytical model of the AMX GEMM the ``amx`` evaluator measures (one config per array entry).
+
+Per thread (the busiest: the split gives each a share of C rounded to whole micro-tile grids):
+
+- **TMUL**: every 16x16 C tile of the share takes one tile multiply per 64-byte K step, padding
+  included; ``tdp_cycles`` apart at ``clock_hz``.
+- **Tile loads**: each micro-kernel step loads ``grid_rows`` A and ``grid_cols`` B tiles of
+  1 KiB. The strip the micro order keeps (``a_strip``: A's 16 x grid_rows rows by kc) is read
+  from L1 when it fits the share of L1 the other operand's streaming leaves it (three quarters
+  with the non-temporal ``t1`` hint, half without), else from where its block lives; the
+  streamed operand comes from where its block lives: L2, L3 (the others' shares taken) or DRAM.
+  A read in place (not packed) costs ``strided_a_factor`` more: each tile row is its own line
+  and page. Loads overlap the multiplies; a single stream buffer exposes
+  ``load_latency_cycles`` per streamed load, software prefetch costs issue slots.
+- **C tiles**: each micro-kernel call loads (after the first K block) and stores its C tiles;
+  between K blocks a C panel lives in L2, L3 or DRAM by its size. Unprefetched, C's lines cost
+  ``c_latency_factor`` times their bandwidth time. Calls cost ``call_cycles`` each.
+- **Packing**: B to VNNI once per GEMM (shared by the threads) or per block (by each thread
+  that uses it, again for each A block in ``a_block`` order); A per block (again for each B block
+  in ``b_block`` order), read and written at ``pack_bytes_per_s``.
+
+``t_comp`` is the TMUL time, ``t_mem`` the tile loads', C's and packing's; the latency is the
+larger of TMUL and loads plus what cannot overlap (C, calls, packing, exposed latency).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dse.core.params import ConfigBatch
+from dse.core.workload import GemmWorkload
+
+TILE_BYTES = 1024
+CHOICE_CODES = {  # the batch codes of the choices the model reads (index of each choice)
+    "pack_a": ("yes", "no"), "pack_b": ("gemm", "block"), "block_order": ("b_block", "a_block"),
+    "micro_order": ("a_strip", "b_strip"), "load_hint": ("t0", "t1"),
+    "prefetch_c": ("yes", "no"), "split": ("m", "n", "mn"),
+}
+
+
+def k_tile(elem_bytes: int) -> int:
+    """K elements per tile multiply: a tile row is 64 bytes."""
+    return 64 // elem_bytes
+
+
+def _is(batch: ConfigBatch, name: str, choice: str) -> np.ndarray:
+    return batch[name] == CHOICE_CODES[name].index(choice)
+
+
+def _ceil(a: Any, b: Any) -> Any:
+    return -(-a // b)
+
+
+def thread_grid(threads: np.ndarray, split: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Threads along M and along N: all along one for ``m`` / ``n``, for ``mn`` the most
+    square factorisation (the kernel's own rule)."""
+    square = np.ones_like(threads)
+    for t in np.unique(threads):
+        square[threads == t] = max(d for d in range(1, int(t) + 1) if t % d == 0 and d * d <= t)
+    tm = np.select([split == 0, split == 1], [threads, 1], square)
+    return tm, threads // tm
+
+
+def held_strip_bytes(batch: ConfigBatch, elem: int) -> np.ndarray:
+    """Bytes of the strip the micro order keeps in L1: A's (16 x rows) x kc, or B's kc x (16 x
+    cols)."""
+    width = np.where(_is(batch, "micro_order", "a_strip"), batch["grid_rows"], batch["grid_cols"])
+    return 16 * width * batch["kc"] * elem
+
+
+def kept_block_bytes(batch: ConfigBatch, elem: int) -> np.ndarray:
+    """Bytes of the block the block order keeps while the other passes: B's kc x nc
+    (``b_block``) or A's mc x kc (``a_block``)."""
+    return np.where(_is(batch, "block_order", "b_block"), batch["nc"], batch["mc"]) \
+        * batch["kc"] * elem
+
+
+def _level(size: np.ndarray, caches: Any, threads: np.ndarray) -> np.ndarray:
+    """0 L1, 1 L2, 2 L3 (a thread's share), 3 DRAM: where ``size`` bytes stay between uses."""
+    return np.select([size <= caches.l1_bytes, size <= caches.l2_bytes,
+                      size <= caches.l3_bytes / threads], [0, 1, 2], 3)
+
+
+def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, np.ndarray]:
+    """Metric arrays of the AMX GEMM model, one entry per config of ``batch``."""
+    eng, caches, bw, mod = target.engine, target.caches, target.bandwidth, target.model
+    e = workload.dtype.in_bytes
+    kt = k_tile(e)
+    M, N, K = workload.M, workload.N, workload.K
+    gr, gc = batch["grid_rows"], batch["grid_cols"]
+    mc, kc, nc = batch["mc"], batch["kc"], batch["nc"]
+    threads = batch["threads"]
+    tm, tn = thread_grid(threads, batch["split"])
+    rows, cols = 16 * gr, 16 * gc
+    m_share = np.minimum(_ceil(_ceil(M, tm), rows) * rows, _ceil(M, rows) * rows)
+    n_share = np.minimum(_ceil(_ceil(N, tn), cols) * cols, _ceil(N, cols) * cols)
+    strips = (m_share // rows) * (n_share // cols)  # micro-kernel grids per K block
+    nk, k_blocks = _ceil(K, kt), _ceil(K, kc)
+    busy = np.minimum(threads, tm * tn)  # threads that share L3 and DRAM
+    f = eng.clock_hz
+    per_level = np.array([bw.l1_bytes_per_s, bw.l2_bytes_per_s, bw.l3_bytes_per_s,
+                          bw.dram_bytes_per_s])
+
+    t_tmul = strips * gr * gc * nk * eng.tdp_cycles / f
+
+    # tile loads: the held strip from L1 when it fits, else from its block's level
+    a_strip = _is(batch, "micro_order", "a_strip")
+    t1 = _is(batch, "load_hint", "t1")
+    l1_share = caches.l1_bytes * np.where(t1, 0.75, 0.5)
+    a_block_level = _level(mc * kc * e, caches, busy)
+    b_block_level = _level(kc * nc * e, caches, busy)
+    held_level = np.where(held_strip_bytes(batch, e) <= l1_share, 0,
+                          np.where(a_strip, a_block_level, b_block_level))
+    a_level = np.where(a_strip, held_level, a_block_level)
+    b_level = np.where(a_strip, b_block_level, held_level)
+    packed_a = _is(batch, "pack_a", "yes")
+    a_bytes = strips * nk * gr * TILE_BYTES
+    b_bytes = strips * nk * gc * TILE_BYTES
+    t_loads = (a_bytes / per_level[a_level] * np.where(packed_a, 1.0, mod.strided_a_factor)
+               + b_bytes / per_level[b_level])
+    streamed = np.where(gr <= gc, b_bytes, a_bytes) / TILE_BYTES
+    t_exposed = np.where(batch["stream_buffers"] == 1, streamed * mod.load_latency_cycles / f, 0)
+    t_prefetch = np.where(batch["prefetch"] > 0, streamed * 16 * mod.prefetch_line_cycles / f, 0)
+
+    # C tiles: stored every K block, loaded again after the first; between K blocks the panel
+    # of C a block order revisits stays where it fits (written once: it goes to DRAM)
+    b_block = _is(batch, "block_order", "b_block")
+    c_tiles = strips * gr * gc
+    c_bytes = c_tiles * TILE_BYTES * (2 * k_blocks - 1)
+    panel = np.where(b_block, m_share * nc, mc * n_share) * 4
+    c_level = np.where(k_blocks == 1, 3, np.maximum(_level(panel, caches, busy), 1))
+    t_c = c_bytes / per_level[c_level] * np.where(_is(batch, "prefetch_c", "yes"), 1.0,
+                                                  mod.c_latency_factor)
+    t_calls = strips * k_blocks * mod.call_cycles / f
+
+    # packing: bytes read and written
+    pack_b_block = _is(batch, "pack_b", "block")
+    b_packed = np.where(pack_b_block, K * n_share * e * np.where(b_block, 1, _ceil(m_share, mc)),
+                        K * N * e / busy)
+    a_packed = np.where(packed_a, m_share * K * e * np.where(b_block, _ceil(n_share, nc), 1), 0)
+    t_pack = 2.0 * (b_packed + a_packed) / mod.pack_bytes_per_s
+
+    t_mem = t_loads + t_c + t_pack
+    latency = np.maximum(t_tmul, t_loads) + t_exposed + t_prefetch + t_c + t_calls + t_pack
+    ops = 2.0 * M * N * K
+    from_dram = lambda level, size: np.where(level == 3, size, 0)  # noqa: E731
+    dram = (M * K * e + K * N * e + M * N * 4 + from_dram(c_level, c_bytes * busy)
+            + from_dram(a_level, a_bytes * busy) + from_dram(b_level, b_bytes * busy))
+    return {
+        "tops": ops / latency / 1e12,
+        "latency_s": latency,
+        "t_comp_s": t_tmul,
+        "t_mem_s": t_mem,
+        "t_loads_s": t_loads,
+        "t_c_s": t_c,
+        "t_pack_s": t_pack,
+        "t_calls_s": t_calls,
+        "bound": np.where(t_mem > t_tmul, "memory", "compute"),
+        "balance": t_tmul / t_mem,
+        "efficiency": ops / latency / target.peak_ops(workload.dtype.input, None),
+        "l1_bytes": held_strip_bytes(batch, e).astype(np.float64),
+        "l2_bytes": kept_block_bytes(batch, e).astype(np.float64),
+        "dram_bytes": dram.astype(np.float64),
+    }

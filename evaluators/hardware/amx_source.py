@@ -1,0 +1,361 @@
+"""C source of an AMX GEMM for one config of the ``amx_gemm`` space (a pure function of the
+config and the dtype, so a config's source, and its build, can be hashed and tested).
+
+The kernel is a Goto-style blocked GEMM ``C[M,N] = A[M,K] @ B[K,N]`` (row-major, leading
+dimensions honoured) over 16x16 C tiles:
+
+- B (stored K x N, or N x K as a weight) is re-laid out to VNNI (4 int8 or 2 bf16 K values
+  per 4-byte group) in strips of 16 columns, each strip's K rows contiguous, so a B tile is
+  1 KiB read with a 64-byte stride: once per GEMM (``pack_b=gemm``: every thread packs a
+  share, then all compute) or per KC x NC block just before it is used (``pack_b=block``,
+  each thread its own blocks).
+- A is packed per MC x KC block into 1 KiB tiles (``pack_a=yes``) or read in place with its
+  row stride (``no``; the space's rules keep that to shapes without tails).
+- The micro-kernel holds a ``grid_rows x grid_cols`` grid of C tiles across the K of a block;
+  the operand along the grid's shorter side stays in tiles for a K step, the other streams
+  through ``stream_buffers`` tiles. Its K loop is unrolled ``k_unroll`` times, streamed loads use
+  ``TILELOADDT1`` when ``load_hint=t1``, the streamed operand is prefetched ``prefetch`` K steps
+  ahead and the next micro-tile's C lines ``prefetch_c``.
+- ``block_order``: ``b_block`` keeps a B block while A blocks pass (loops N, K, M: the classic
+  order), ``a_block`` keeps an A block while B blocks pass (M, K, N). ``micro_order``:
+  ``a_strip`` walks a row strip across the block's columns (the A strip stays in L1),
+  ``b_strip`` a column strip down its rows.
+- The C region is split over ``threads`` OpenMP threads by rows, columns or both (``split``).
+
+Tails: packing pads A and B with zeros to whole tiles; a C tile that reaches past M or N goes
+through a 16x16 buffer. With ``emulate`` the tile instructions are computed in C (the header's
+``DSE_AMX_EMULATE``): exact products, meaningless times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+TILES = 8  # tile registers
+SUPPORT = Path(__file__).parent / "amx_c" / "tiles.h"
+
+
+@dataclass(frozen=True)
+class DtypeCode:
+    """What the source needs of a dtype pair: C types, elements per tile row (K per TDP), the
+    VNNI group and the TDP instruction."""
+
+    c_in: str
+    c_out: str
+    kt: int
+    vnni: int
+    tdp: str
+
+
+DTYPES: dict[str, DtypeCode] = {
+    "int8-int32": DtypeCode("int8_t", "int32_t", 64, 4, "TDP_INT8"),
+    "bf16-fp32": DtypeCode("uint16_t", "float", 32, 2, "TDP_BF16"),
+}
+
+
+def k_per_tile(dtype: str) -> int:
+    """K elements one tile multiply consumes (a tile row is 64 bytes)."""
+    return DTYPES[dtype].kt
+
+
+@cache
+def support_text() -> str:
+    """The tile operations' header, inlined into every source (its text is part of the hash)."""
+    return SUPPORT.read_text()
+
+
+def _micro_kernel(p: Mapping[str, Any], code: DtypeCode) -> str:
+    """``dse_micro``: one grid of C tiles over the K steps of a block, loads and stores of C
+    included (generated unrolled: tile numbers are instruction operands)."""
+    gr, gc, s = int(p["grid_rows"]), int(p["grid_cols"]), int(p["stream_buffers"])
+    unroll, dist = int(p["k_unroll"]), int(p["prefetch"])
+    a_held = gr <= gc  # the operand on the grid's shorter side stays in tiles for a K step
+    c_tile = {(i, j): i * gc + j for i in range(gr) for j in range(gc)}
+    held0 = gr * gc
+    stream0 = held0 + (gr if a_held else gc)
+    streamed_hint = {"a_strip": "B", "b_strip": "A"}[str(p["micro_order"])]
+    lines: list[str] = []
+
+    def load(operand: str, tile: int, index: int, k: str) -> str:
+        t1 = p["load_hint"] == "t1" and operand == streamed_hint
+        op = "TLOAD_T1" if t1 else "TLOAD"
+        if operand == "A":
+            return f"{op}({tile}, a + {index} * a_ss + ({k}) * a_ks, a_ts);"
+        return f"{op}({tile}, b + {index} * b_ss + ({k}) * 1024, 64);"
+
+    def step(k: str, u: int) -> None:
+        held, streamed, n_streamed = ("A", "B", gc) if a_held else ("B", "A", gr)
+        for i in range(gr if a_held else gc):
+            lines.append("    " + load(held, held0 + i, i, k))
+        for j in range(n_streamed):
+            buf = stream0 + (u * n_streamed + j) % s
+            lines.append("    " + load(streamed, buf, j, k))
+            for i in range(gr if a_held else gc):
+                c = c_tile[(i, j)] if a_held else c_tile[(j, i)]
+                a_t, b_t = (held0 + i, buf) if a_held else (buf, held0 + i)
+                lines.append(f"    {code.tdp}({c}, {a_t}, {b_t});")
+        if dist:
+            which = "b + j * b_ss" if streamed == "B" else "a + j * a_ss"
+            stride = "1024" if streamed == "B" else "a_ks"
+            rows = "64" if streamed == "B" else "a_ts"
+            lines.append(f"    if (({k}) + {dist} < nk) for (int j = 0; j < {n_streamed}; j++)"
+                         f" for (int r = 0; r < 16; r++) _mm_prefetch((const char *)({which} "
+                         f"+ (({k}) + {dist}) * {stride} + r * {rows}), _MM_HINT_T0);")
+
+    head = [
+        "static inline void dse_micro(const char *a, int64_t a_ss, int64_t a_ks, int64_t a_ts,",
+        "        const char *b, int64_t b_ss, int64_t nk, TOUT *C, int64_t ldc, int64_t r0,",
+        "        int64_t c0, int64_t M, int64_t N, int first, const TOUT *next_c) {",
+        "    TOUT edge[256] __attribute__((aligned(64)));",
+    ]
+    if p["prefetch_c"] == "yes":
+        head.append(f"    if (next_c) for (int r = 0; r < {16 * gr}; r++) for (int j = 0; "
+                    f"j < {gc}; j++) _mm_prefetch((const char *)(next_c + r * ldc + 16 * j), "
+                    "_MM_HINT_T0);")
+    for (i, j), t in c_tile.items():
+        head.append(f"    dse_c_in({t}, C, ldc, r0 + {16 * i}, c0 + {16 * j}, M, N, first, "
+                    "edge);")
+    lines.extend(head)
+    lines.append("    int64_t k = 0;")
+    lines.append(f"    for (; k + {unroll} <= nk; k += {unroll}) {{")
+    for u in range(unroll):
+        step(f"k + {u}", u)
+    lines.append("    }")
+    lines.append("    for (; k < nk; k++) {")
+    step("k", 0)
+    lines.append("    }")
+    for (i, j), t in c_tile.items():
+        lines.append(f"    dse_c_out({t}, C, ldc, r0 + {16 * i}, c0 + {16 * j}, M, N, edge);")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+# Loading and storing one C tile: in place when the whole tile lies inside C, through a 16x16
+# buffer when it reaches past M or N, not at all when it lies wholly outside. A macro (the tile
+# number is an instruction operand, a literal).
+C_EDGES = r"""
+#define dse_c_in(t, C, ldc, r, c, M, N, first, edge) do {                                  \
+    if ((first) || (r) >= (M) || (c) >= (N)) { TZERO(t); break; }                           \
+    if ((r) + 16 <= (M) && (c) + 16 <= (N)) {                                               \
+        TLOAD(t, (C) + (r) * (ldc) + (c), (ldc) * (int64_t)sizeof(TOUT)); break; }           \
+    memset(edge, 0, sizeof(TOUT) * 256);                                                    \
+    for (int64_t i_ = 0; i_ < 16 && (r) + i_ < (M); i_++)                                   \
+        memcpy(edge + 16 * i_, (C) + ((r) + i_) * (ldc) + (c),                             \
+               sizeof(TOUT) * ((N) - (c) < 16 ? (N) - (c) : 16));                           \
+    TLOAD(t, edge, 64);                                                                     \
+} while (0)
+#define dse_c_out(t, C, ldc, r, c, M, N, edge) do {                                         \
+    if ((r) >= (M) || (c) >= (N)) break;                                                    \
+    if ((r) + 16 <= (M) && (c) + 16 <= (N)) {                                               \
+        TSTORE(t, (C) + (r) * (ldc) + (c), (ldc) * (int64_t)sizeof(TOUT)); break; }          \
+    TSTORE(t, edge, 64);                                                                    \
+    for (int64_t i_ = 0; i_ < 16 && (r) + i_ < (M); i_++)                                   \
+        memcpy((C) + ((r) + i_) * (ldc) + (c), edge + 16 * i_,                             \
+               sizeof(TOUT) * ((N) - (c) < 16 ? (N) - (c) : 16));                           \
+} while (0)
+"""
+
+# Packing: B to VNNI strips of 16 columns (K rows of a strip contiguous, zero-padded to whole
+# tiles and to whole column grids), A to 1 KiB tiles (16 rows x 64 bytes, zero-padded).
+PACKING = r"""
+static void dse_pack_b(const TIN *B, int64_t ldb, int64_t K, int64_t N, int64_t k0,
+                       int64_t kc, int64_t n0, int64_t s_lo, int64_t s_hi, TIN *dst) {
+    int64_t rows = (kc + KT - 1) / KT * (KT / VN);  /* VNNI rows of a strip */
+    int64_t k_end = k0 + kc < K ? k0 + kc : K;
+    for (int64_t s = s_lo; s < s_hi; s++) {
+        TIN *strip = dst + s * rows * 16 * VN;
+        int64_t col0 = n0 + 16 * s;
+        memset(strip, 0, (size_t)rows * 16 * VN * sizeof(TIN));
+#if B_COL
+        /* B stored N x K: each column's K values are contiguous */
+        for (int64_t n = 0; n < 16 && col0 + n < N; n++) {
+            const TIN *src = B + (col0 + n) * ldb;
+            for (int64_t k = k0; k < k_end; k++)
+                strip[((k - k0) / VN) * 16 * VN + n * VN + (k - k0) % VN] = src[k];
+        }
+#else
+        int64_t width = N - col0 < 16 ? N - col0 : 16;
+        for (int64_t k = k0; k < k_end; k++) {
+            const TIN *src = B + k * ldb + col0;
+            TIN *row = strip + ((k - k0) / VN) * 16 * VN + (k - k0) % VN;
+            for (int64_t n = 0; n < width; n++) row[n * VN] = src[n];
+        }
+#endif
+    }
+}
+
+static void dse_pack_a(const TIN *A, int64_t lda, int64_t M, int64_t K, int64_t r0,
+                       int64_t mc_pad, int64_t k0, int64_t kc, TIN *dst) {
+    int64_t nk = (kc + KT - 1) / KT;
+    for (int64_t st = 0; st < mc_pad / 16; st++)
+        for (int64_t kk = 0; kk < nk; kk++) {
+            TIN *tile = dst + (st * nk + kk) * 16 * KT;
+            for (int r = 0; r < 16; r++) {
+                int64_t row = r0 + 16 * st + r, col = k0 + kk * KT;
+                int64_t valid = row >= M ? 0 : (K - col < KT ? K - col : KT);
+                if (kk * KT + valid > kc) valid = kc - kk * KT;
+                if (valid > 0) memcpy(tile + r * KT, A + row * lda + col, valid * sizeof(TIN));
+                if (valid < KT) memset(tile + r * KT + (valid > 0 ? valid : 0), 0,
+                                       (KT - (valid > 0 ? valid : 0)) * sizeof(TIN));
+            }
+        }
+}
+"""
+
+DRIVER = r"""
+static int64_t dse_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* The block loops of one thread over its region [m0, m1) x [n0, n1) of C. */
+static void dse_region(const TIN *A, int64_t lda, const TIN *B, int64_t ldb, TOUT *C,
+                       int64_t ldc, int64_t M, int64_t N, int64_t K, int64_t m0, int64_t m1,
+                       int64_t n0, int64_t n1, const char *bp, int64_t bp_strip, int tid) {
+    const int64_t grow = 16 * GR, gcol = 16 * GC;
+    size_t a_bytes = (size_t)dse_round_up(MC, grow) * KC * sizeof(TIN) + 4096;
+    size_t b_bytes = (size_t)dse_round_up(NC, gcol) * dse_round_up(KC, KT) * sizeof(TIN) + 4096;
+    char *abuf = PACK_A ? dse_buffer(2 * tid + 1, a_bytes) : 0;
+    char *bbuf = PACK_B_BLOCK ? dse_buffer(2 * tid + 2, b_bytes) : 0;
+    int64_t outer_lo = B_BLOCK ? n0 : m0, outer_hi = B_BLOCK ? n1 : m1;
+    int64_t outer_step = B_BLOCK ? NC : MC;
+    for (int64_t o = outer_lo; o < outer_hi; o += outer_step)
+    for (int64_t pc = 0; pc < K; pc += KC) {
+        int64_t kc = K - pc < KC ? K - pc : KC, nk = (kc + KT - 1) / KT;
+        int64_t inner_lo = B_BLOCK ? m0 : n0, inner_hi = B_BLOCK ? m1 : n1;
+        int64_t inner_step = B_BLOCK ? MC : NC;
+        for (int64_t in = inner_lo; in < inner_hi; in += inner_step) {
+            int64_t ic = B_BLOCK ? in : o, jc = B_BLOCK ? o : in;
+            int64_t mc = m1 - ic < MC ? m1 - ic : MC;
+            int64_t nc = n1 - jc < NC ? n1 - jc : NC;
+            int64_t mc_pad = dse_round_up(mc, grow), nc_pad = dse_round_up(nc, gcol);
+            const char *b, *a;
+            int64_t b_ss, a_ss, a_ks, a_ts;
+            if (PACK_B_BLOCK) {
+                /* packed once per B block: in b_block order only where the block changes */
+                if (!B_BLOCK || in == inner_lo)
+                    dse_pack_b(B, ldb, K, N, pc, kc, jc, 0, nc_pad / 16, (TIN *)bbuf);
+                b = bbuf;
+                b_ss = nk * 1024;
+            } else {
+                b = bp + (jc / 16) * bp_strip + (pc / KT) * 1024;
+                b_ss = bp_strip;
+            }
+            if (PACK_A) {
+                if (B_BLOCK || jc == inner_lo)
+                    dse_pack_a(A, lda, M, K, ic, mc_pad, pc, kc, (TIN *)abuf);
+                a = abuf; a_ss = nk * 1024; a_ks = 1024; a_ts = 64;
+            } else {
+                a = (const char *)(A + ic * lda + pc);
+                a_ss = 16 * lda * (int64_t)sizeof(TIN); a_ks = KT * (int64_t)sizeof(TIN);
+                a_ts = lda * (int64_t)sizeof(TIN);
+            }
+            int first = pc == 0;
+            if (A_STRIP) {
+                for (int64_t ir = 0; ir < mc_pad; ir += grow)
+                    for (int64_t jr = 0; jr < nc_pad; jr += gcol) {
+                        int64_t nr = jr + gcol < nc_pad ? ir : ir + grow;
+                        int64_t nj = jr + gcol < nc_pad ? jr + gcol : 0;
+                        const TOUT *next = ic + nr < M ? C + (ic + nr) * ldc + jc + nj : 0;
+                        dse_micro(a + (ir / 16) * a_ss, a_ss, a_ks, a_ts,
+                                  b + (jr / 16) * b_ss, b_ss, nk, C, ldc, ic + ir, jc + jr,
+                                  M < m1 ? M : m1, N < n1 ? N : n1, first, next);
+                    }
+            } else {
+                for (int64_t jr = 0; jr < nc_pad; jr += gcol)
+                    for (int64_t ir = 0; ir < mc_pad; ir += grow) {
+                        int64_t nr = ir + grow < mc_pad ? ir + grow : 0;
+                        int64_t nj = ir + grow < mc_pad ? jr : jr + gcol;
+                        const TOUT *next = ic + nr < M && jc + nj < N
+                            ? C + (ic + nr) * ldc + jc + nj : 0;
+                        dse_micro(a + (ir / 16) * a_ss, a_ss, a_ks, a_ts,
+                                  b + (jr / 16) * b_ss, b_ss, nk, C, ldc, ic + ir, jc + jr,
+                                  M < m1 ? M : m1, N < n1 ? N : n1, first, next);
+                    }
+            }
+        }
+    }
+}
+
+static int dse_threads = THREADS;
+
+void dse_set_threads(int n) { dse_threads = n > 0 ? n : THREADS; }
+
+/* C = A @ B for row-major A (M x K, lda), B (K x N, ldb), C (M x N, ldc); 0 on success. */
+int dse_gemm(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const TIN *B,
+             int64_t ldb, TOUT *C, int64_t ldc) {
+    if (M < 1 || N < 1 || K < 1 || !A || !B || !C || lda < K || ldb < (B_COL ? K : N)
+        || ldc < N) return 1;
+    const int64_t grow = 16 * GR, gcol = 16 * GC;
+    int threads = dse_threads;
+    /* the split: a tm x tn grid of thread regions, each a whole number of micro-tile grids */
+    int tm = SPLIT_M ? threads : 1, tn = SPLIT_N ? threads : 1;
+    if (SPLIT_M && SPLIT_N) {  /* the most square factorisation */
+        for (int d = 1; d * d <= threads; d++) if (threads % d == 0) tm = d;
+        tn = threads / tm;
+    }
+    int64_t m_share = dse_round_up((M + tm - 1) / tm, grow);
+    int64_t n_share = dse_round_up((N + tn - 1) / tn, gcol);
+    int64_t strips = dse_round_up(N, gcol) / 16;
+    int64_t bp_strip = dse_round_up(K, KT) / VN * 16 * VN * (int64_t)sizeof(TIN);
+    char *bp = PACK_B_BLOCK ? 0 : dse_buffer(0, (size_t)(strips * bp_strip) + 4096);
+    if (!PACK_B_BLOCK && !bp) return 2;
+    #pragma omp parallel num_threads(threads)
+    {
+        int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+        if (!PACK_B_BLOCK) {
+            int64_t lo = strips * tid / nt, hi = strips * (tid + 1) / nt;
+            dse_pack_b(B, ldb, K, N, 0, K, 0, lo, hi, (TIN *)bp);
+            #pragma omp barrier
+        }
+        TILE_CONFIG();
+        for (int r = tid; r < tm * tn; r += nt) {
+            int64_t m0 = (r / tn) * m_share, n0 = (r % tn) * n_share;
+            int64_t m1 = m0 + m_share < M ? m0 + m_share : M;
+            int64_t n1 = n0 + n_share < N ? n0 + n_share : N;
+            if (m0 < m1 && n0 < n1)
+                dse_region(A, lda, B, ldb, C, ldc, M, N, K, m0, m1, n0, n1, bp, bp_strip, tid);
+        }
+        TRELEASE();
+    }
+    return 0;
+}
+
+/* Seconds of ``repeats`` calls of dse_gemm (the harness's timer; negative on an error). */
+double dse_time(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const TIN *B,
+                int64_t ldb, TOUT *C, int64_t ldc, int repeats) {
+    double start = dse_now();
+    for (int i = 0; i < repeats; i++)
+        if (dse_gemm(M, N, K, A, lda, B, ldb, C, ldc)) return -1.0;
+    return (dse_now() - start) / repeats;
+}
+"""
+
+
+def kernel_source(params: Mapping[str, Any], dtype: str, b_layout: str = "row",
+                  emulate: bool = False) -> str:
+    """The complete C source of ``params`` (a decoded ``amx_gemm`` config) for ``dtype``
+    (``int8-int32`` or ``bf16-fp32``) with B stored ``row`` (K x N) or ``col`` (N x K, a
+    weight as PyTorch stores it); ``emulate`` computes the tile instructions in C."""
+    code = DTYPES[dtype]
+    p = params
+    split = str(p["split"])
+    defines = {
+        "TIN": code.c_in, "TOUT": code.c_out, "KT": code.kt, "VN": code.vnni,
+        "GR": int(p["grid_rows"]), "GC": int(p["grid_cols"]),
+        "MC": int(p["mc"]), "KC": int(p["kc"]), "NC": int(p["nc"]),
+        "PACK_A": int(p["pack_a"] == "yes"), "PACK_B_BLOCK": int(p["pack_b"] == "block"),
+        "B_BLOCK": int(p["block_order"] == "b_block"),
+        "A_STRIP": int(p["micro_order"] == "a_strip"),
+        "SPLIT_M": int(split in ("m", "mn")), "SPLIT_N": int(split in ("n", "mn")),
+        "THREADS": int(p["threads"]), "B_COL": int(b_layout == "col"),
+    }
+    head = ["/* dse amx_gemm kernel: " + ", ".join(f"{k}={p[k]}" for k in sorted(p))
+            + f"; {dtype}, B {b_layout} */"]
+    if emulate:
+        head.append("#define DSE_AMX_EMULATE 1")
+    head.append(support_text())
+    head.append("#include <omp.h>")
+    head += [f"#define {name} {value}" for name, value in defines.items()]
+    return "\n".join([*head, C_EDGES, PACKING, _micro_kernel(p, code), DRIVER])

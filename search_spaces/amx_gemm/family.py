@@ -1,0 +1,11 @@
+"""The AMX family as dse registers it (entry point ``dse.families: amx_gemm``)."""
+
+from pathlib import Path
+
+from dse.core import Family
+from evaluators.analytical.amx_gemm import score
+from search_spaces.amx_gemm.space import AmxGemmSpace
+from search_spaces.amx_gemm.target import amx_target_from_dict
+
+FAMILY = Family(name="amx_gemm", space=AmxGemmSpace, read_target=amx_target_from_dict,
+                targets=Path(__file__).parent / "targets", model=score)

@@ -1,0 +1,78 @@
+"""The AMX space's rules, each with the reason a config breaks it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dse.core.params import ConfigBatch, Rule
+from dse.core.workload import GemmWorkload
+from evaluators.analytical.amx_gemm import CHOICE_CODES, k_tile, kept_block_bytes
+
+TILE_REGISTERS = 8
+
+
+def tiles_used(b: ConfigBatch) -> np.ndarray:
+    """Tile registers the micro-kernel needs: its C tiles, the operand along the grid's shorter
+    side held for a K step, and the other's stream buffers."""
+    return (b["grid_rows"] * b["grid_cols"] + np.minimum(b["grid_rows"], b["grid_cols"])
+            + b["stream_buffers"])
+
+
+def _code(name: str, choice: str) -> int:
+    return CHOICE_CODES[name].index(choice)
+
+
+def _round_up(value: Any, unit: Any) -> Any:
+    return -(-value // unit) * unit
+
+
+def _two_dimensional(threads: np.ndarray) -> np.ndarray:
+    return np.array([any(t % d == 0 for d in range(2, int(t ** 0.5) + 1)) for t in threads],
+                    dtype=bool)
+
+
+def rules(target: Any, w: GemmWorkload) -> tuple[Rule, ...]:
+    """The rules of the AMX space on ``target`` for workload ``w``."""
+    e, kt = w.dtype.in_bytes, k_tile(w.dtype.in_bytes)
+    l2, cores = target.caches.l2_bytes, target.engine.cores
+    rows = lambda b: 16 * b["grid_rows"]  # noqa: E731
+    cols = lambda b: 16 * b["grid_cols"]  # noqa: E731
+    in_place = lambda b: b["pack_a"] == _code("pack_a", "no")  # noqa: E731
+    kept = lambda b: kept_block_bytes(b, e)  # noqa: E731
+    return (
+        Rule("tile_registers", "the C tiles, the held operand and the stream buffers fit the 8 "
+             "tile registers",
+             lambda b: tiles_used(b) <= TILE_REGISTERS,
+             lambda b, i: f"a {b['grid_rows'][i]}x{b['grid_cols'][i]} grid of C tiles with "
+                          f"{b['stream_buffers'][i]} stream buffer(s) needs "
+                          f"{int(tiles_used(b)[i])} tile registers; AMX has {TILE_REGISTERS}"),
+        Rule("whole_grids", "blocks hold whole micro-kernel grids",
+             lambda b: (b["mc"] % rows(b) == 0) & (b["nc"] % cols(b) == 0),
+             lambda b, i: f"mc={b['mc'][i]} and nc={b['nc'][i]} must be multiples of the grid's "
+                          f"{rows(b)[i]} rows and {cols(b)[i]} columns"),
+        Rule("k_block", f"kc is a multiple of the {kt} K elements of a tile row",
+             lambda b: b["kc"] % kt == 0,
+             lambda b, i: f"kc={b['kc'][i]} is not a multiple of {kt} ({w.dtype.input}: "
+                          "64 bytes of K per tile row)"),
+        Rule("within_matrix", "blocks no larger than the matrix rounded up to whole tiles",
+             lambda b: (b["mc"] <= _round_up(w.M, rows(b))) & (b["nc"] <= _round_up(w.N, cols(b)))
+             & (b["kc"] <= _round_up(w.K, kt)),
+             lambda b, i: f"a block passes the matrix: mc={b['mc'][i]}, kc={b['kc'][i]}, "
+                          f"nc={b['nc'][i]} on {w.M}x{w.K}x{w.N} (MxKxN)"),
+        Rule("kept_block_in_l2", "the block the block order keeps fits L2",
+             lambda b: kept(b) <= l2,
+             lambda b, i: f"the kept {'B' if b['block_order'][i] == 0 else 'A'} block is "
+                          f"{int(kept(b)[i]):,} B, more than the {l2:,} B L2"),
+        Rule("a_in_place", "A read in place only in whole tiles (else it is packed, padded)",
+             lambda b: ~in_place(b) | ((w.M % rows(b) == 0) & (w.K % kt == 0)),
+             lambda b, i: f"A read in place needs M ({w.M}) a multiple of {rows(b)[i]} and K "
+                          f"({w.K}) of {kt}: pack A (pack_a=yes) for this shape"),
+        Rule("threads", f"at most one thread per core ({cores})",
+             lambda b: b["threads"] <= cores,
+             lambda b, i: f"threads={b['threads'][i]} but the target has {cores} cores"),
+        Rule("two_dimensional_split", "a 2-D split needs a thread count with two factors",
+             lambda b: (b["split"] != _code("split", "mn")) | _two_dimensional(b["threads"]),
+             lambda b, i: f"split=mn with {b['threads'][i]} threads is a 1-D split: use m or n"),
+    )

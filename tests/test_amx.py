@@ -1,0 +1,277 @@
+"""The AMX family: generated kernels exact on shapes with tails (emulated tiles on any x86-64
+CPU; the real engine where the CPU has AMX), build and product failures as results, one build
+per source, measurements that never overlap, the refusal without AMX, the space's rules and the
+model's ranking mechanisms."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from dse.core import Status, build_context
+from evaluators.hardware import amx_build
+from evaluators.hardware.amx import DEVICE, AmxEvaluator
+from evaluators.hardware.amx_detect import HIDE_VARIABLE, amx_problem, cpu_flags
+from evaluators.hardware.amx_kernel import run
+from evaluators.hardware.amx_source import kernel_source
+from evaluators.hardware.harness import MeasureSettings, Worker, measure
+
+X86 = os.uname().machine == "x86_64" and "avx512f" in cpu_flags()
+HAS_AMX = amx_problem() is None
+if os.environ.get("CI") == "true" and "amx_tile" in cpu_flags():
+    assert HAS_AMX, f"CI on a CPU with amx_tile must run the AMX tests: {amx_problem()}"
+needs_x86 = pytest.mark.skipif(not X86, reason="the emulated tiles are compiled with x86-64 "
+                               "intrinsics headers and -march=native (AVX-512 for prefetches)")
+needs_amx = pytest.mark.skipif(not HAS_AMX, reason=f"no AMX here: {amx_problem()}")
+
+BASE = dict(grid_rows=2, grid_cols=2, stream_buffers=1, k_unroll=2, mc=64, kc=128, nc=64,
+            pack_a="yes", pack_b="gemm", block_order="b_block", micro_order="a_strip",
+            load_hint="t0", prefetch=1, prefetch_c="yes", split="m", threads=2)
+VARIANTS = [
+    {},
+    dict(grid_rows=1, grid_cols=4, stream_buffers=2, prefetch=2),
+    dict(grid_rows=4, grid_cols=1, micro_order="b_strip", load_hint="t1"),
+    dict(grid_rows=3, grid_cols=1, mc=96, k_unroll=4),
+    dict(pack_b="block", block_order="a_block", micro_order="b_strip", prefetch_c="no"),
+    dict(grid_rows=1, grid_cols=1, k_unroll=1, split="n", threads=1, prefetch=0),
+]
+TAILS = [(1, 1, 1, 0), (17, 33, 65, 3), (100, 70, 200, 0), (130, 47, 300, 5)]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path_factory, monkeypatch):
+    """Each test module builds into a cache of its own (shared by its tests)."""
+    monkeypatch.setenv("DSE_AMX_CACHE", str(tmp_path_factory.getbasetemp() / "amx-cache"))
+
+
+def _library(params: dict, dtype: str, b_layout: str, emulate: bool) -> str:
+    built = amx_build.build(kernel_source(params, dtype, b_layout, emulate), emulate)
+    assert built.library is not None, built.error
+    return str(built.library)
+
+
+def _exact_on_tails(emulate: bool, dtype: str) -> None:
+    for index, variant in enumerate(VARIANTS):
+        b_layout = ("row", "col")[index % 2]
+        library = _library({**BASE, **variant}, dtype, b_layout, emulate)
+        for M, N, K, pad in TAILS:
+            out = run(library, dtype, M, N, K, seed=index, threads=2, pad=pad,
+                      b_layout=b_layout, emulate=emulate)
+            assert out.correct, (variant, b_layout, (M, N, K, pad), out.detail)
+
+
+@needs_x86
+@pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
+def test_generated_kernels_are_exact_on_tails_emulated(dtype):
+    _exact_on_tails(True, dtype)
+
+
+@needs_amx
+@pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
+def test_generated_kernels_are_exact_on_tails_on_the_engine(dtype):
+    _exact_on_tails(False, dtype)
+
+
+@needs_x86
+def test_a_in_place_and_leading_dimensions():
+    params = {**BASE, "pack_a": "no"}
+    library = _library(params, "int8-int32", "row", True)
+    out = run(library, "int8-int32", 64, 48, 256, seed=3, threads=2, pad=7, emulate=True)
+    assert out.correct, out.detail
+
+
+@needs_x86
+def test_a_wrong_product_is_caught():
+    """A kernel that skips one tile multiply of its loop computes a wrong product: the check
+    sees it (int8 exactly, bf16 beyond the tolerance)."""
+    for dtype, tdp in (("int8-int32", "TDP_INT8"), ("bf16-fp32", "TDP_BF16")):
+        broken = _skipping_one_multiply(kernel_source(BASE, dtype, "row", emulate=True), tdp)
+        built = amx_build.build(broken, emulate=True)
+        out = run(str(built.library), dtype, 40, 40, 3 * 64 + 5, threads=1, emulate=True)
+        assert not out.correct
+        assert ("differ" if dtype == "int8-int32" else "largest error") in out.detail
+
+
+def _skipping_one_multiply(source: str, tdp: str) -> str:
+    broken = source.replace(f"    {tdp}(0, ", "    (void)(0, ", 1)
+    assert broken != source
+    return broken
+
+
+def _context(shape: str = "48x300x40", dtype: str = "int8-int32"):
+    return build_context("cpu-amx", dtype, shape, "row")
+
+
+@needs_x86
+def test_compile_errors_and_wrong_products_are_failed_results_with_reasons():
+    ctx = _context()
+    evaluator = AmxEvaluator(emulate=True, max_repeats=3)
+    params = ctx.space.resolve({**BASE, "mc": 48, "nc": 64, "kc": 128, "grid_rows": 1})
+    good = kernel_source(params, "int8-int32", "row", emulate=True)
+    syntax = good.replace("dse_micro(a + (ir / 16)", "dse_micro(a + (ir / 16) +", 1)
+    wrong = _skipping_one_multiply(good, "TDP_INT8")
+    try:
+        results = evaluator.measure_sources([params] * 3, [good, syntax, wrong], ctx)
+    finally:
+        evaluator.close()
+    ok, compile_error, wrong_product = results
+    assert ok.status is Status.OK and ok.metrics["tops"] > 0 and ok.metrics["emulated"]
+    assert compile_error.status is Status.FAILED
+    assert compile_error.reason.startswith("compile error:") and "error" in compile_error.reason
+    assert wrong_product.status is Status.FAILED
+    assert wrong_product.reason.startswith("wrong product")
+
+
+@needs_x86
+def test_a_config_compiles_once(tmp_path, monkeypatch):
+    """The compiler runs once per source: a second build, or a racing one, finds the library."""
+    log = tmp_path / "compiles.log"
+    wrapper = tmp_path / "cc.sh"
+    wrapper.write_text(f'#!/bin/sh\necho run >> "{log}"\nexec cc "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    monkeypatch.setenv("DSE_AMX_CACHE", str(tmp_path / "cache"))
+    source = kernel_source(BASE, "int8-int32", "row", emulate=True)
+    first = amx_build.build(source, emulate=True)
+    second = amx_build.build(source, emulate=True)
+    assert not first.cached and first.seconds > 0
+    assert second.cached and second.library == first.library and second.seconds == 0
+    assert log.read_text().count("run") == 1
+    other = kernel_source({**BASE, "k_unroll": 4}, "int8-int32", "row", emulate=True)
+    assert amx_build.build(other, emulate=True).library != first.library
+    assert log.read_text().count("run") == 2
+    assert len(list((tmp_path / "cache").glob("*.so"))) == 2
+
+
+@needs_x86
+def test_two_measurements_never_overlap(tmp_path):
+    """Two evaluators measuring at once (two threads, two worker processes) take turns: the
+    device lock serialises their timed runs."""
+    library = _library({**BASE, "threads": 1}, "int8-int32", "row", True)
+    job = {"library_path": library, "dtype": "int8-int32", "M": 96, "N": 96, "K": 512,
+           "threads": 1, "emulate": True, "log": str(tmp_path / "runs.log")}
+    settings = MeasureSettings(0, 3, 3, 1.0, 60.0)
+
+    def measure_one() -> None:
+        worker = Worker()
+        try:
+            measure(worker, "tests.hw_backends:logged_amx_run", job, settings, DEVICE)
+        finally:
+            worker.close()
+
+    threads = [threading.Thread(target=measure_one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    spans = sorted(tuple(map(float, line.split())) for line in
+                   (tmp_path / "runs.log").read_text().splitlines())
+    assert len(spans) == 6
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
+
+
+def test_a_cpu_without_amx_is_refused_by_name(monkeypatch, capsys):
+    from dse.cli import main
+
+    monkeypatch.setenv(HIDE_VARIABLE, "1")
+    assert "hidden by DSE_AMX_HIDE" in amx_problem()
+    assert "DSE_AMX_HIDE" in AmxEvaluator().unavailable()
+    assert main(["amx", "probe", "--out", "never.toml"]) == 2
+    err = capsys.readouterr().err
+    assert "needs AMX" in err and "Traceback" not in err
+    ctx = _context()
+    results = AmxEvaluator().evaluate(ctx.space.encode([ctx.space.resolve(BASE)]), ctx)
+    assert results[0].status is Status.FAILED and "DSE_AMX_HIDE" in results[0].reason
+
+
+def test_the_space_rules_say_why():
+    ctx = _context("4096x4096x4096")
+    space = ctx.space
+    cases = {
+        "tile_registers": {"grid_rows": 2, "grid_cols": 3},
+        "whole_grids": {"grid_rows": 3, "grid_cols": 1, "mc": 64},
+        "kept_block_in_l2": {"kc": 4096, "nc": 4096},
+        "two_dimensional_split": {"split": "mn"},
+        "threads": {"threads": space.target.engine.cores + 1},
+    }
+    names = [rule.name for rule in space.constraints]
+    for rule, change in cases.items():
+        batch = space.encode([space.resolve({**BASE, **change})])
+        feasibility = space.check(batch)
+        assert not feasibility.ok[0], rule
+        assert names[feasibility.first_failed[0]] == rule
+        assert space.explain(batch, 0)
+    tails = build_context("cpu-amx", "int8-int32", "100x64x64", "row").space
+    batch = tails.encode([tails.resolve({**BASE, "pack_a": "no"})])
+    assert "pack A" in tails.explain(batch, 0)
+
+
+def test_the_space_enumerates_only_what_the_study_frees():
+    space = _context("4096x4096x4096").space
+    fixed_rest = sum(size for _, size in space.chunks())
+    freed = sum(size for _, size in space.chunks(free=["pack_b", "split"]))
+    assert freed == 6 * fixed_rest
+    encoding = space.optuna_encoding({}, ["pack_b"], {})
+    assert {"mc_index", "grid_rows_index", "pack_b"} <= set(encoding.distributions())
+    config = encoding.decode({"mc_index": 0, "grid_rows_index": 1, "pack_b": "block"})
+    assert config["mc"] == space.values("mc")[0] and config["grid_rows"] == 2
+    assert config["pack_b"] == "block" and config["threads"] == space.target.engine.cores
+
+
+def test_the_model_prefers_what_the_engine_rewards():
+    """Mechanisms the measurements on these machines show (docs/families/amx.md): a 2x2 grid
+    loads one tile per multiply and beats 1x1's two; fewer K blocks re-read C less; C lines
+    prefetched beat C lines waited for; a block that spills L2 costs."""
+    from evaluators.analytical.amx_gemm import score
+
+    ctx = _context("4096x4096x4096")
+    space = ctx.space
+
+    def tops(**change):
+        batch = space.encode([space.resolve({**BASE, "mc": 256, "kc": 1024, "nc": 256,
+                                             **change})])
+        return float(score(batch, ctx.target, ctx.workload)["tops"][0])
+
+    assert tops() > tops(grid_rows=1, grid_cols=1)
+    assert tops(kc=2048, nc=128) > tops(kc=256, nc=128)
+    assert tops(prefetch_c="yes") > tops(prefetch_c="no")
+    assert tops(threads=2) > tops(threads=1)
+    metrics = score(space.encode([space.resolve({**BASE, "mc": 256, "kc": 1024, "nc": 256})]),
+                    ctx.target, ctx.workload)
+    assert metrics["bound"][0] in ("compute", "memory")
+    assert np.isclose(metrics["t_comp_s"][0],
+                      4096**3 / (16 * 16 * 64) * 16 / ctx.target.engine.clock_hz / 2)
+
+
+@needs_x86
+def test_a_ladder_study_runs_end_to_end_emulated(tmp_path):
+    """The shipped study's ladder, shrunk: the model ranks the space, the kept configs are
+    built and measured (emulated tiles), the store holds both rungs."""
+    from dse import load_trials
+    from dse.study.runner import run_study
+    from dse.study.spec import load_study
+
+    text = """
+name: amx-tiny
+target: cpu-amx
+workload: {shape: 70x90x200, dtype: bf16-fp32, b_layout: col}
+space: {free: [pack_b, micro_order]}
+ladder:
+  - {evaluator: analytical, keep: 4, select: top}
+  - {evaluator: amx, options: {emulate: true, max_repeats: 3}}
+objectives: [tops]
+"""
+    (tmp_path / "amx-tiny.yaml").write_text(text)
+    spec = load_study(tmp_path / "amx-tiny.yaml")
+    summary = run_study(spec, str(tmp_path / "s.db"))
+    assert summary.status == "finished"
+    frame = load_trials(str(tmp_path / "s.db"), "amx-tiny")
+    measured = frame[frame["evaluator"] == "amx"]
+    assert len(measured) == 4 and (measured["status"] == "ok").all()
+    started = time.time()
+    assert run_study(spec, str(tmp_path / "s.db")).status == "finished"  # served, not re-run
+    assert time.time() - started < 30
