@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import pytest
 
 from dse import load_trials
 from dse.cli import main
+from dse.offline.ingest import ingest, read_results
+from dse.storage import open_store
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
 
@@ -188,6 +191,31 @@ def test_ingest_refuses_what_no_backend_should_store(measured, storage_url, tmp_
     assert main(["ingest", str(bad), "--storage", storage_url]) == 2
     assert message in capsys.readouterr().err
     assert load_trials(storage_url, "m").equals(before)
+
+
+def test_concurrent_ingests_of_one_file_count_what_each_stored(measured, storage_url,
+                                                                tmp_path):
+    _, data = measured
+    run_study(study_from_dict(MEASURED_STUDY), storage_url)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    stores = [open_store(storage_url, existing=True) for _ in range(2)]
+    start, added = threading.Barrier(2), []
+
+    def ingest_once(store):
+        start.wait()  # both transactions at once: each may find the other's rows half-written
+        added.append(ingest(store, path, read_results(path)))
+
+    threads = [threading.Thread(target=ingest_once, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    results = len(data["results"])
+    assert sorted(a["evaluations"] for a in added) == [0, results]
+    assert sorted(a["trials"] for a in added) == [0, results]
+    frame = load_trials(storage_url, "m")
+    assert (frame["evaluator"] == "cpu").sum() == results
 
 
 def test_ingest_skips_an_exact_repeat(measured, tmp_path, capsys):

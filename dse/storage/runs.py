@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import update
 from sqlalchemy.exc import SQLAlchemyError
 
 from dse.core.errors import DseError, UsageError
@@ -386,6 +387,11 @@ class RunWrites:
         by = Measured.of(evaluator)
         added = {"evaluations": 0, "trials": 0, "differ": 0}
         with self.session() as s:
+            # first, a write that changes nothing: it waits for any other ingest of the study
+            # to commit (a row lock on PostgreSQL, the write lock on SQLite, taken before this
+            # transaction reads), so what this one finds stored, and counts as new, is exact
+            s.execute(update(m.StudyRow).where(m.StudyRow.name == study)
+                      .values(name=m.StudyRow.name))
             row = self.require_study(s, study)
             target_id = row.target_id  # the study's constants, even if its file changed since
             for body, space, result in records:
