@@ -127,6 +127,8 @@ def _edit_first(data, **changes):
     (lambda d: _edit_first(d, metrics={"latency_s": -1.0}), "metric 'latency_s' must be a"),
     (lambda d: _edit_first(d, metrics={"latency_s": None, "tops": None}),
      "an ok result needs metric 'latency_s' or 'tops'"),
+    (lambda d: {**d, "results": [{**d["results"][0], "metrics": {"latency_s": None}}]},
+     "an ok result needs metric 'latency_s' or 'tops'"),
     (lambda d: {**d, "results": [*d["results"], {**d["results"][0], "metrics": {"tops": 9.0}}]},
      "results[3] measures the same config as "),
     (lambda d: {**d, "results": None}, "key 'results' must be a list"),

@@ -54,7 +54,7 @@ def _check_metrics(result: EvalResult, where: str) -> None:
                 or not math.isfinite(value) or value <= 0:
             raise UsageError(f"{where}: metric {name!r} must be a finite positive number, "
                              f"got {value!r}")
-    if result.ok and not any(name in result.metrics for name in POSITIVE_METRICS):
+    if result.ok and all(result.metrics.get(name) is None for name in POSITIVE_METRICS):
         raise UsageError(f"{where}: an ok result needs metric 'latency_s' or 'tops'")
 
 
@@ -92,7 +92,8 @@ class _Checker:
             return None
         self.seen[key] = (where, entry)
         result = self._result(entry, params, where)
-        if result.ok and "tops" not in result.metrics and "latency_s" in result.metrics:
+        if result.ok and result.metrics.get("tops") is None \
+                and result.metrics.get("latency_s") is not None:
             result.metrics["tops"] = 2.0 * ctx.workload.macs / result.metrics["latency_s"] / 1e12
         return _Record(ctx, result)
 
