@@ -105,28 +105,40 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
 
     t_tmul = strips * gr * gc * nk * eng.tdp_cycles / f
 
-    # tile loads: the held strip from L1 when it fits, else from its block's level
+    # tile loads within a block: the held strip from L1 when it fits (after its first use),
+    # else, like the streamed strips, from where its block lives
     a_strip = _is(batch, "micro_order", "a_strip")
     t1 = _is(batch, "load_hint", "t1")
     l1_share = caches.l1_bytes * np.where(t1, 0.75, 0.5)
     a_block_level = _level(mc * kc * e, caches, busy)
     b_block_level = _level(kc * nc * e, caches, busy)
-    held_level = np.where(held_strip_bytes(batch, e) <= l1_share, 0,
-                          np.where(a_strip, a_block_level, b_block_level))
-    a_level = np.where(a_strip, held_level, a_block_level)
-    b_level = np.where(a_strip, b_block_level, held_level)
+    held_in_l1 = held_strip_bytes(batch, e) <= l1_share
+    uses = np.where(a_strip, nc // cols, mc // rows)  # micro-kernel calls sharing a held strip
+    held_level = np.where(a_strip, a_block_level, b_block_level)
+    held_time = np.where(held_in_l1, (uses - 1) / uses / per_level[0] + 1 / uses
+                         / per_level[held_level], 1 / per_level[held_level])
     packed_a = _is(batch, "pack_a", "yes")
     a_bytes = strips * nk * gr * TILE_BYTES
     b_bytes = strips * nk * gc * TILE_BYTES
-    t_loads = (a_bytes / per_level[a_level] * np.where(packed_a, 1.0, mod.strided_a_factor)
-               + b_bytes / per_level[b_level])
+    a_time = np.where(a_strip, held_time, 1 / per_level[a_block_level])
+    b_time = np.where(a_strip, 1 / per_level[b_block_level], held_time)
+    t_loads = a_bytes * a_time * np.where(packed_a, 1.0, mod.strided_a_factor) + b_bytes * b_time
+    # first touches of a block from where its whole operand lives: B's once-per-GEMM packing
+    # (for each A block in a_block order), A read in place (for each B block in b_block order)
+    b_block = _is(batch, "block_order", "b_block")
+    pack_b_block = _is(batch, "pack_b", "block")
+    b_whole = _level(np.full_like(mc, K * N * e), caches, busy)
+    a_whole = _level(np.full_like(mc, M * K * e), caches, busy)
+    b_passes = np.where(b_block, 1, _ceil(m_share, mc))
+    b_touched = np.where(pack_b_block, 0, K * n_share * e * b_passes)
+    a_touched = np.where(packed_a, 0, m_share * K * e * np.where(b_block, _ceil(n_share, nc), 1))
+    t_loads = t_loads + b_touched / per_level[b_whole] + a_touched / per_level[a_whole]
     streamed = np.where(gr <= gc, b_bytes, a_bytes) / TILE_BYTES
     t_exposed = np.where(batch["stream_buffers"] == 1, streamed * mod.load_latency_cycles / f, 0)
     t_prefetch = np.where(batch["prefetch"] > 0, streamed * 16 * mod.prefetch_line_cycles / f, 0)
 
     # C tiles: stored every K block, loaded again after the first; between K blocks the panel
     # of C a block order revisits stays where it fits (written once: it goes to DRAM)
-    b_block = _is(batch, "block_order", "b_block")
     c_tiles = strips * gr * gc
     c_bytes = c_tiles * TILE_BYTES * (2 * k_blocks - 1)
     panel = np.where(b_block, m_share * nc, mc * n_share) * 4
@@ -136,7 +148,6 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     t_calls = strips * k_blocks * mod.call_cycles / f
 
     # packing: bytes read and written
-    pack_b_block = _is(batch, "pack_b", "block")
     b_packed = np.where(pack_b_block, K * n_share * e * np.where(b_block, 1, _ceil(m_share, mc)),
                         K * N * e / busy)
     a_packed = np.where(packed_a, m_share * K * e * np.where(b_block, _ceil(n_share, nc), 1), 0)
@@ -147,7 +158,7 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     ops = 2.0 * M * N * K
     from_dram = lambda level, size: np.where(level == 3, size, 0)  # noqa: E731
     dram = (M * K * e + K * N * e + M * N * 4 + from_dram(c_level, c_bytes * busy)
-            + from_dram(a_level, a_bytes * busy) + from_dram(b_level, b_bytes * busy))
+            + from_dram(b_whole, b_touched * busy) + from_dram(a_whole, a_touched * busy))
     return {
         "tops": ops / latency / 1e12,
         "latency_s": latency,
