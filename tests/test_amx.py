@@ -38,6 +38,8 @@ VARIANTS = [
     dict(grid_rows=3, grid_cols=1, mc=96, k_unroll=4),
     dict(pack_b="block", block_order="a_block", micro_order="b_strip", prefetch_c="no"),
     dict(grid_rows=1, grid_cols=1, k_unroll=1, split="n", threads=1, prefetch=0),
+    dict(grid_rows=2, grid_cols=1, stream_buffers=2, pack_b="block"),
+    dict(grid_rows=1, grid_cols=3, nc=96, split="n"),
 ]
 TAILS = [(1, 1, 1, 0), (17, 33, 65, 3), (100, 70, 200, 0), (130, 47, 300, 5)]
 
@@ -245,6 +247,18 @@ def test_the_model_prefers_what_the_engine_rewards():
     assert metrics["bound"][0] in ("compute", "memory")
     assert np.isclose(metrics["t_comp_s"][0],
                       4096**3 / (16 * 16 * 64) * 16 / ctx.target.engine.clock_hz / 2)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "bf16"])
+def test_the_shipped_studies_rank_the_space_then_measure(dtype):
+    from pathlib import Path
+
+    from dse.study.spec import load_study
+
+    spec = load_study(Path(__file__).parents[1] / "studies" / f"amx_{dtype}.yaml")
+    assert spec.name == f"amx_{dtype}" and spec.workloads[0].shape == "4096x4096x4096"
+    assert [rung.evaluator.name for rung in spec.ladder] == ["analytical", "amx"]
+    assert spec.ladder[0].keep <= 48
 
 
 @needs_x86
