@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluators.hardware.amx_detect import cpu_flags, cpu_model
+
 AMX_FLAGS = ("-mamx-tile", "-mamx-int8", "-mamx-bf16")
 BASE_FLAGS = ("-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=gnu11")
 COMPILE_TIMEOUT_S = 120.0
@@ -48,7 +50,9 @@ def compile_command(emulate: bool) -> list[str]:
 def build(source: str, emulate: bool = False) -> Build:
     """The library of ``source``, compiled now or found in the cache."""
     command = compile_command(emulate)
-    digest = hashlib.sha256("\0".join([*command, source]).encode()).hexdigest()[:32]
+    # -march=native builds for this CPU: a cache shared with another CPU keeps both builds
+    machine = cpu_model() + " " + " ".join(sorted(cpu_flags()))
+    digest = hashlib.sha256("\0".join([*command, machine, source]).encode()).hexdigest()[:32]
     folder = cache_dir()
     library = folder / f"{digest}.so"
     if library.exists():
