@@ -285,6 +285,17 @@ def test_a_running_study_s_page_follows_it_without_reloading(browser, tmp_path):
         run.kill()
 
 
+def _zoom_into(page, graph) -> list[float]:
+    """Drag across the middle of ``graph``'s x axis, as a user zooms; returns the x range."""
+    box = graph.locator(".nsewdrag").first.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=5)
+    page.mouse.up()
+    return graph.evaluate("g => g.layout.xaxis.range")
+
+
 def _follow_the_live_study(browser, base: str, run: subprocess.Popen) -> None:
     """The live study's page, opened while it runs, followed until it stops."""
     page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -296,12 +307,16 @@ def _follow_the_live_study(browser, base: str, run: subprocess.Popen) -> None:
     points = page.evaluate("() => { window.__kept = true; const g = document.querySelector("
                            "'.plotly-graph-div'); g.__kept = true;"
                            " return g.calcdata[0].length; }")
+    zoomed = _zoom_into(page, page.locator(".plotly-graph-div").first)
     page.wait_for_function(f"parseInt(document.getElementById('total').textContent"
                            f".replace(/,/g, '')) > {first}", timeout=30000)
     page.wait_for_function(f"document.querySelector('.plotly-graph-div').calcdata[0].length"
                            f" > {points}", timeout=30000)
     assert page.evaluate("() => window.__kept === true && "
                          "document.querySelector('.plotly-graph-div').__kept === true")
+    # redrawn with the new trials, the plot keeps the user's zoom
+    assert page.evaluate("() => document.querySelector('.plotly-graph-div')"
+                         ".layout.xaxis.range") == zoomed
     run.wait(timeout=60)
     page.wait_for_function("document.getElementById('live-note').textContent"
                            ".includes('stopped')", timeout=30000)

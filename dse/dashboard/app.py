@@ -39,12 +39,19 @@ from dse.dashboard import config_view
 from dse.dashboard.cover_view import MAX_KERNELS, CoverCache, cover_view, objective_arg
 from dse.dashboard.data import StudySummary, SummaryCache
 from dse.dashboard.plots import drawn, plot_html, template_script
+from dse.dashboard.study_view import (
+    FEW_WORKLOADS,
+    OVERVIEW_KEY,
+    live_state,
+    overview,
+    page_context,
+    workload_filter,
+)
 from dse.deploy.cover import OBJECTIVES
 from dse.storage.pages import MAX_ROW
 from dse.storage.store import ResultStore, open_store
 
 PAGE_SIZES = (25, 50, 100, 250)
-FEW_WORKLOADS = 3  # a study of more shows one workload at a time, after a summary of all
 
 
 def create_app(storage: ResultStore | str | None, warm: bool = False) -> Flask:
@@ -129,35 +136,25 @@ class _Pages:
             return list(range(1, len(summary.workloads) + 1))
         return [_int_arg("workload", 1, 1, len(summary.workloads))]
 
+    def study_context(self, summary: StudySummary) -> dict[str, Any]:
+        """The study page's templates' variables, for the workloads the request shows."""
+        shown = self.shown_workloads(summary)
+        return page_context(summary, shown, [self.section(summary, i) for i in shown])
+
     def study(self, name: str) -> str:
         summary = self.summary_of(name)
-        shown = self.shown_workloads(summary)
-        overview = (plot_html(best_per_workload_figure(summary))
-                    if len(summary.workloads) > 1 else None)
-        return render_template("study.html", s=summary, shown=shown, overview=overview,
-                               one_at_a_time=len(summary.workloads) > FEW_WORKLOADS,
-                               sections=[self.section(summary, i) for i in shown],
-                               filters=[_workload_filter(w) for w in summary.workloads],
-                               plotly=True)
+        return render_template("study.html", **self.study_context(summary), plotly=True)
 
     def state(self, name: str) -> Response:
-        """What a running study's page refreshes: its counts, the shown workloads' best, and a
-        digest of each of their plots (the page fetches again only the plots that changed)."""
-        summary = self.summary_of(name)
-        metric = summary.objectives[0][0]
-        sections = [self.section(summary, i) for i in self.shown_workloads(summary)]
-        workloads = [{"trials": w["trials"], "ok": w["ok"],
-                      "best_number": int(w["best"][0]["number"]) if w["best"] else None,
-                      "best_value": _cell(w["best"][0][metric]) if w["best"] else None}
-                     for w in sections]
-        return jsonify({"status": summary.status, "updated": str(summary.updated),
-                        "total": summary.total, "workloads": workloads,
-                        "figures": {f["key"]: f["hash"] for w in sections
-                                    for f in w["figures"]}})
+        """What a running study's page refreshes from (:func:`.study_view.live_state`)."""
+        return jsonify(live_state(self.study_context(self.summary_of(name))))
 
     def figure(self, key: str, name: str) -> Response:
-        """One plot of the study page as Plotly JSON (for a live page to redraw it)."""
+        """One plot of the study page as Plotly JSON (for a live page to draw or redraw it)."""
         summary = self.summary_of(name)
+        shown = overview(summary) if key == OVERVIEW_KEY else None
+        if shown:
+            return Response(shown["json"], mimetype="application/json")
         index = key.split("-")[0]
         if index.isdigit() and 1 <= int(index) <= len(summary.workloads):
             for f in self.section(summary, int(index))["figures"]:
@@ -172,7 +169,7 @@ class _Pages:
         limit = _int_arg("limit", 50, 1, 1000)
         page_number = _int_arg("page", 1, 1, MAX_ROW // 1000)
         unique = request.args.get("unique") == "1"
-        choices = {_workload_filter(w): w.label for w in summary.workloads}
+        choices = {workload_filter(w): w.label for w in summary.workloads}
         try:
             page = self.store.trial_page(name, where=where or None, sort=sort,
                                          offset=(page_number - 1) * limit, limit=limit,
@@ -334,30 +331,6 @@ def _table_view(summary: StudySummary, page: Any, where: str, sort: str,
         "sizes": [(n, link(limit=n, page=1)) for n in PAGE_SIZES]}
 
 
-def _workload_filter(workload: Any) -> str:
-    """The trials filter that keeps one workload's trials."""
-    shape, dtype, layout = (str(v).replace("'", "") for v in
-                            (workload.shape, workload.dtype, workload.b_layout))
-    return f"shape == '{shape}' and dtype == '{dtype}' and b_layout == '{layout}'"
-
-
-def best_per_workload_figure(summary: StudySummary) -> go.Figure:
-    """Each workload's best objective, in the study's order, a point per workload (hover names
-    its best trial; clicking opens it)."""
-    metric = summary.objectives[0][0]
-    rows = [(w.label, w.best.iloc[0]) for w in summary.workloads if not w.best.empty]
-    fig = go.Figure(go.Scatter(
-        x=[label for label, _ in rows], y=[row[metric] for _, row in rows],
-        mode="markers+lines", marker={"size": 9}, name=f"best {metric}",
-        customdata=[int(row["number"]) for _, row in rows],
-        hovertext=[f"{label}<br>best: trial {int(row['number'])}, {metric}={row[metric]:.4g}"
-                   for label, row in rows],
-        hovertemplate="%{hovertext}<extra></extra>"))
-    fig.update_layout(title=f"Best {metric} of each workload", yaxis_title=metric,
-                      xaxis_title="workload", showlegend=False)
-    return fig
-
-
 def _workload_views(summary: StudySummary, workload: Any, index: int) -> dict[str, Any]:
     """One workload's section of the study page; each plot with a key (its place on the page),
     its HTML, its Plotly JSON and a digest of that JSON."""
@@ -367,7 +340,7 @@ def _workload_views(summary: StudySummary, workload: Any, index: int) -> dict[st
                                evaluators=workload.evaluators)
     columns = _columns(summary, workload.best)
     return {"index": index, "label": workload.label, "trials": workload.trials,
-            "ok": workload.ok, "filter": _workload_filter(workload),
+            "ok": workload.ok, "filter": workload_filter(workload),
             "best": workload.best[columns].to_dict("records") if not workload.best.empty
             else [], "columns": columns, "reasons": workload.reasons,
             "figures": [drawn(fig, f"{index}-{n}") for n, fig in enumerate(figures, start=1)]}

@@ -1,7 +1,9 @@
 // Draws the dashboard's plots: the server sends each without a template, and every plot of a
-// page takes the house template (DSE_TEMPLATE, from /assets/template.js) from here.
+// page takes the house template (DSE_TEMPLATE, from /assets/template.js) from here. A fixed
+// uirevision lets a live page redraw a plot with new data and keep what the user did to it
+// (zoom, pan, legend items hidden).
 function dseLayout(layout) {
-  return Object.assign({}, layout, {template: DSE_TEMPLATE});
+  return Object.assign({uirevision: "dse"}, layout, {template: DSE_TEMPLATE});
 }
 
 function dsePlot(id, figure) {
