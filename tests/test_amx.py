@@ -289,3 +289,9 @@ objectives: [tops]
     started = time.time()
     assert run_study(spec, str(tmp_path / "s.db")).status == "finished"  # served, not re-run
     assert time.time() - started < 30
+    # the dashboard's page of a measured config shows its list of times
+    from dse.dashboard import create_app
+
+    client = create_app(str(tmp_path / "s.db")).test_client()
+    page = client.get(f"/config/{int(measured['number'].iloc[0])}/amx-tiny")
+    assert page.status_code == 200 and "times_s" in page.text

@@ -195,10 +195,10 @@ class _Pages:
                    config_view.time_figure(row, summary.space.time_parts),
                    *(breakdown_figure(row.to_frame().T, b) for b in summary.space.breakdowns)]
         metric_names = [c for c in row.index if c not in summary.params
-                        and c not in ("study", "number") and pd.notna(row[c])]
+                        and c not in ("study", "number") and _present(row[c])]
         return render_template(
             "config.html", s=summary, row=row, number=number, label=workload.label,
-            params={p: row[p] for p in summary.params if p in row and pd.notna(row[p])},
+            params={p: row[p] for p in summary.params if p in row and _present(row[p])},
             fields={c: row[c] for c in metric_names},
             figures=[plot_html(f) for f in figures if f is not None],
             timeline=_has_timeline(row), plotly=True)
@@ -369,6 +369,12 @@ def _compare_figures(summaries: list[StudySummary]) -> list[str]:
                        barmode="group")
     history.update_layout(title="Best so far", xaxis_title="trial", yaxis_title=metric)
     return [plot_html(f) for f in (best, history, roof) if f is not None]
+
+
+def _present(value: Any) -> bool:
+    """Whether a trial has a value for a column: a list (a measurement's times) counts, a
+    missing scalar does not."""
+    return not pd.api.types.is_scalar(value) or bool(pd.notna(value))
 
 
 def _has_timeline(row: pd.Series) -> bool:
