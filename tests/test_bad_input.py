@@ -224,6 +224,17 @@ def test_a_query_by_uri_or_with_driver_options_writes_nothing(study, capsys):
     assert {p.name: p.read_bytes() for p in Path(storage).parent.glob("copy.db*")} == before
 
 
+def test_a_sqlite_option_the_driver_would_ignore_or_cannot_read_is_refused(study, tmp_path,
+                                                                          capsys):
+    path, storage = study
+    for option, message in (("mode=ro", "SQLite takes no option mode (its options: timeout"),
+                            ("timeout=abc", "could not convert string to float: 'abc'")):
+        _refused(capsys, ["studies", "--storage", f"sqlite:///{storage}?{option}"], message)
+        _refused(capsys, ["run", str(path), "--storage",
+                          f"sqlite:///{tmp_path / 'new.db'}?{option}"], message)
+    assert not (tmp_path / "new.db").exists()
+
+
 def test_an_option_given_twice_is_refused(capsys):
     _refused(capsys, [*EVALUATE, "--option", "a=1", "--option", "a=2"],
              "--option a is given twice")

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import orjson
 from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
@@ -66,8 +67,8 @@ def make_engine(url: str, read_only: bool = False) -> Engine:
             and parsed.database != ":memory:":
         if sqlite_uri(parsed):  # read-only whatever mode it names: a read creates no file
             return _engine(parsed.update_query_dict({"mode": "ro"}), poolclass=QueuePool)
-        # the file, read-only (any other option of the URL's query is the driver's, which a
-        # read does without, rather than open it for writing)
+        # the file, read-only, with the driver options of the URL's query (checked)
+        options = {"timeout": 60, **sqlite_options(parsed), "check_same_thread": False}
         uri = read_only_uri(parsed.database)
         # a pool of connections, each used by one thread at a time: for ``sqlite://`` with a
         # creator SQLAlchemy would pick SingletonThreadPool (meant for a memory database),
@@ -75,8 +76,7 @@ def make_engine(url: str, read_only: bool = False) -> Engine:
         # used it, while they still read (the dashboard serves each request in a thread of
         # its own: 500s, then a segmentation fault)
         return _engine("sqlite://", poolclass=QueuePool, pool_size=8, max_overflow=24,
-                       creator=lambda: sqlite3.connect(uri, uri=True, timeout=60,
-                                                       check_same_thread=False))
+                       creator=lambda: sqlite3.connect(uri, uri=True, **options))
     if read_only and parsed.get_backend_name() == "postgresql":
         engine = _engine(url, pool_pre_ping=True)
 
@@ -86,6 +86,7 @@ def make_engine(url: str, read_only: bool = False) -> Engine:
 
         return engine
     if url.startswith("sqlite"):
+        sqlite_options(parsed)  # an option the driver would ignore, or cannot read, is refused
         engine = _engine(url, connect_args={"timeout": 60})
 
         @event.listens_for(engine, "connect")
@@ -111,6 +112,29 @@ def make_engine(url: str, read_only: bool = False) -> Engine:
 
         return engine
     return _engine(url, pool_pre_ping=True)
+
+
+SQLITE_OPTIONS = ("timeout", "detect_types", "check_same_thread", "cached_statements",
+                  "isolation_level", "uri")  # what SQLAlchemy's pysqlite dialect reads
+
+
+def sqlite_options(url: URL) -> dict[str, Any]:
+    """The driver options of a SQLite file URL's query (``?timeout=5``), as the driver takes
+    them; an option it does not take (``mode=ro`` without ``uri=true``, which SQLAlchemy only
+    warns about and ignores) or a value it cannot read is a :class:`UsageError`."""
+    if not url.query or sqlite_uri(url) or url.drivername not in ("sqlite", "sqlite+pysqlite"):
+        return {}
+    shown = limits.shown(url.render_as_string(hide_password=False))
+    unknown = sorted(set(url.query) - set(SQLITE_OPTIONS))
+    if unknown:
+        raise UsageError(f"storage URL {shown}: SQLite takes no option {', '.join(unknown)} "
+                         f"(its options: {', '.join(SQLITE_OPTIONS[:-1])}; those of a SQLite "
+                         "URI, such as mode=ro, need uri=true: sqlite:///file:NAME?mode=ro&"
+                         "uri=true)")
+    try:
+        return SQLiteDialect_pysqlite().create_connect_args(url)[1]
+    except ValueError as exc:  # e.g. timeout=abc
+        raise UsageError(f"storage URL {shown}: {exc}") from None
 
 
 def sqlite_uri(url: URL) -> bool:
