@@ -1,14 +1,18 @@
-"""Fuzzing dse's edges with Hypothesis: study files, command-line options, ``--where`` filters
-and ``--storage`` URLs, generated from small grammars and mutated.
+"""Fuzzing dse's edges with Hypothesis: study files, command-line options, ``--where`` filters,
+``--storage`` URLs and ingest files, generated from small grammars and mutated; and readers
+(commands and a dashboard's pages) while ``dse run`` writes the same store.
 
 The property, for every case: ``main(argv)`` exits 0, or 2 with a short message (one paragraph,
 no traceback, no exception class dumped); it takes at most ``DSE_FUZZ_TIME_S`` seconds (20)
 and allocates at most ``DSE_FUZZ_MEMORY_MB`` (300, tracemalloc's peak); and when it refuses, the
 results store it was given is unchanged (a digest of every ``dse_`` table's rows). ``dse
 evaluate`` and ``dse search`` may also exit 1 (a configuration infeasible), without a traceback.
+A filter gives the same outcome over the whole study and over a page cut in SQL; an ingest file
+is stored only with finite numbers; readers beside a writer have the property too, and the
+dashboard answers every page.
 
 The seed is fixed and ``DSE_FUZZ_EXAMPLES`` sets the examples per test (the default keeps the
-file near 3 minutes on 2 cores); ``DSE_FUZZ_SHRINK=1`` lets Hypothesis shrink a failure (slow
+file near 4 minutes on 2 cores); ``DSE_FUZZ_SHRINK=1`` lets Hypothesis shrink a failure (slow
 when the failing case is one that runs into the time limit). Every failure found is kept in
 tests/fuzz_corpus/ (a study file per case, the command lines in argv.json) and
 :func:`test_corpus` runs each with the same property.
@@ -26,11 +30,17 @@ import resource
 import shutil
 import signal
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import textwrap
+import threading
 import time
 import traceback
 import tracemalloc
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -43,6 +53,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from dse.cli import main
+from tests.dashboard_process import dashboard_process
 
 EXAMPLES = int(os.environ.get("DSE_FUZZ_EXAMPLES", "300"))
 TIME_LIMIT_S = float(os.environ.get("DSE_FUZZ_TIME_S", "20"))
@@ -734,12 +745,15 @@ def _rows(outcome: Outcome) -> list[int] | None:
 @given(where=filters())
 def test_filters(seeded_store, where):
     """The filter over the whole study (pandas) and over one page cut in SQL: the property
-    for both, and when both run, the same trials."""
+    for both, the same outcome (both refuse, or both run), and when both run, the same
+    trials."""
     with new_case(seeded_store) as case:
         query = ["trials", SEEDED, "--storage", str(case.store), "--where", where,
                  "--format", "json"]
         whole = case.check(query)
         page = case.check([*query, "--limit", "1000"])
+        assert whole.code == page.code, (f"--where {where!r}: pandas exits {whole.code}, SQL "
+                                         f"{page.code}: {_message(whole.err + page.err)}")
         if whole.code == page.code == 0:
             assert _rows(whole) == _rows(page), f"--where {where!r}: pandas and SQL disagree"
 
@@ -792,6 +806,194 @@ def test_storage_urls(seeded_store, url, command):
         argv = {"studies": ["studies"], "run": ["run", study], "best": ["best", SEEDED],
                 "trials": ["trials", SEEDED, "--limit", "3"]}[command]
         case.check([*argv, "--storage", url])
+
+
+# --- generators: ingest files -------------------------------------------------------------
+
+# the seeded study's configs measured by IRON (any evaluator that measures xdna2 configs
+# offline would do): records that ingest stores, for the mutations to spoil
+INGESTED_BY = {"name": "iron", "options": {"mlir_aie_dir": "/nonexistent", "flow": "jit"}}
+LONG_TEXTS = [199, 200, 201, 10_000, 100_000, 100_001, 1_000_000]
+measured_values = st.one_of(
+    evil_floats, evil_floats, st.sampled_from([float("nan"), float("inf"), float("-inf")]),
+    evil_ints, evil_text, st.booleans(), st.none(),
+    st.sampled_from(LONG_TEXTS).map(lambda n: "x" * n),
+    st.lists(evil_floats, max_size=4), st.dictionaries(st.text(max_size=8), evil_floats,
+                                                       max_size=3),
+    st.integers(1, 80).map(lambda depth: [[]] if depth < 2 else
+                           json.loads("[" * depth + "]" * depth)))
+
+
+@pytest.fixture(scope="module")
+def measured_records(seeded_store) -> list[dict[str, Any]]:
+    """Results of the seeded study's first configs, as the offline runner writes them."""
+    con = sqlite3.connect(f"file:{seeded_store}?mode=ro", uri=True)
+    try:
+        rows = con.execute(
+            "SELECT w.body, c.params FROM dse_trials t JOIN dse_workloads w ON w.id = "
+            "t.workload_id JOIN dse_configs c ON c.id = t.config_id ORDER BY t.number "
+            "LIMIT 3").fetchall()
+    finally:
+        con.close()
+    records = []
+    for body, params in rows:
+        workload = {k: v for k, v in json.loads(body).items() if k != "space"}
+        records.append({"workload": workload, "params": json.loads(params), "status": "ok",
+                        "elapsed_s": 1.5, "metrics": {"latency_s": 1e-3, "times_s": [1e-3]}})
+    return records
+
+
+@st.composite
+def ingest_files(draw, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """A results file of the seeded study with a few of its values spoiled: non-finite,
+    negative, huge, long, nested or of another type, in a record or its provenance."""
+    data = {"format": "dse-results/1", "study": SEEDED, "evaluator": INGESTED_BY,
+            "provenance": {"host": "bench", "python": "3.11"},
+            "results": copy.deepcopy(records)}
+    for _ in range(draw(st.integers(1, 3))):
+        value = draw(measured_values, label="value")
+        where = draw(st.sampled_from(["elapsed_s", "reason", "metric", "new metric", "status",
+                                      "host", "provenance"]), label="where")
+        record = data["results"][draw(st.integers(0, len(records) - 1))]
+        if where == "metric":
+            record["metrics"][draw(st.sampled_from(["latency_s", "tops", "times_s"]))] = value
+        elif where == "new metric":
+            record["metrics"][draw(st.sampled_from(["spread", "repeats", "x" * 300, ""]))] = value
+        elif where == "status":
+            record.update(status="failed", reason=value, metrics={})
+        elif where in ("host", "provenance"):
+            data["provenance"]["host" if where == "host" else "note"] = value
+        else:
+            record[where] = value
+    return data
+
+
+def _non_finite(token: str) -> float:
+    raise ValueError(f"{token} stored")
+
+
+def _non_finite_stored(store: Path) -> list[str]:
+    """Every evaluation's time and documents as the store holds them: finite numbers only."""
+    con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    found = []
+    try:
+        for elapsed, *documents in con.execute(
+                "SELECT elapsed_s, metrics, versions FROM dse_evaluations"):
+            if elapsed is None or elapsed != elapsed or abs(elapsed) == float("inf"):
+                found.append(f"elapsed_s stored as {elapsed!r}")
+            for text in documents:
+                try:
+                    json.loads(text, parse_constant=_non_finite)
+                except ValueError as exc:
+                    found.append(f"a document stored with {exc}: {_short(text)}")
+    finally:
+        con.close()
+    return found
+
+
+@settings(FUZZ, max_examples=max(10, EXAMPLES // 3))
+@given(data=st.data())
+def test_ingest_files(seeded_store, measured_records, data):
+    """An ingest file with NaN, infinities, huge or long values: stored (exit 0) only with
+    finite numbers, else refused (exit 2) with the store unchanged, never a traceback."""
+    with new_case(seeded_store) as case:
+        results = data.draw(ingest_files(measured_records), label="results")
+        path = case.write("results.json", json.dumps(results))
+        outcome = case.check(["ingest", path, "--storage", str(case.store)])
+        if outcome.code == 0:
+            assert not _non_finite_stored(case.store), case.written[:2000]
+
+
+# --- concurrency: readers while a writer runs ---------------------------------------------
+
+# each example starts a writer, a dashboard and a reader process per command: seconds each
+CONCURRENT_EXAMPLES = max(2, EXAMPLES // 100)
+GROWING = "growing"
+WRITER_STUDY = {"name": GROWING, "target": "xdna2",
+                "workload": {"shape": "256x256x256", "dtype": "int8-int8"},
+                "evaluator": {"name": "synthetic", "options": {"work_s": 0.02}},
+                "sampler": "random", "budget": {"trials": 320}, "seed": 3}
+DSE = [sys.executable, "-m", "dse.cli"]
+
+
+@st.composite
+def reader_commands(draw, store: str) -> list[str]:
+    """A command that only reads, of the seeded study or of the one being written."""
+    study = draw(st.sampled_from([SEEDED, GROWING]))
+    kind = draw(st.sampled_from(["trials", "paged", "best", "studies"]))
+    if kind == "studies":
+        return ["studies", "--storage", store]
+    if kind == "best":
+        return ["best", study, "--storage", store]
+    argv = ["trials", study, "--storage", store, "--format", "json", "--where",
+            draw(filters(depth=2))]
+    return [*argv, "--limit", "20"] if kind == "paged" else argv
+
+
+def _fetch_pages(base: str, pages: list[str], answers: list[tuple[str, int | str]]) -> None:
+    for page in pages:
+        try:
+            with urllib.request.urlopen(base + page, timeout=120) as response:
+                response.read()
+                answers.append((page, response.status))
+        except urllib.error.HTTPError as exc:
+            answers.append((page, exc.code))
+        except OSError as exc:  # the server went away
+            answers.append((page, type(exc).__name__))
+
+
+@settings(FUZZ, max_examples=CONCURRENT_EXAMPLES)
+@given(data=st.data())
+def test_readers_while_a_writer_runs(seeded_store, data):
+    """``dse run`` writes a study while reader processes query the store and a dashboard's
+    pages are fetched by several threads: every reader has the property (exit 0, or 2 with a
+    message), every page is answered (200, or 400/404 for a bad filter or a study not yet
+    there), the dashboard stays up without a traceback, and the writer stores every trial."""
+    with new_case(seeded_store) as case:
+        store = str(case.store)
+        readers = data.draw(st.lists(reader_commands(store), min_size=2, max_size=4),
+                            label="readers")
+        where = data.draw(filters(depth=2), label="dashboard filter")
+        study = case.write("growing.yaml", yaml.safe_dump(WRITER_STUDY), shown=False)
+        env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+        writer = subprocess.Popen([*DSE, "run", study, "--storage", store], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        answers: list[tuple[str, int | str]] = []
+        # the readers start with the writer (its study takes some 6 s of evaluations)
+        started = [(argv, subprocess.Popen(
+            [*DSE, *argv], env=env, cwd=case.root / "cwd", stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)) for argv in readers]
+        with dashboard_process(store) as (base, dashboard):
+            query = urllib.parse.urlencode({"where": where})
+            pages = ["/", f"/study/{GROWING}", f"/trials/{GROWING}?{query}",
+                     f"/trials/{SEEDED}?{query}", f"/config/3/{SEEDED}", f"/state/{GROWING}"]
+            fetchers = [threading.Thread(target=_fetch_pages, args=(base, pages * 2, answers))
+                        for _ in range(3)]
+            for fetcher in fetchers:
+                fetcher.start()
+            outcomes = []
+            for argv, process in started:
+                out, err = process.communicate(timeout=300)
+                # a reader's time includes starting Python beside the others: not checked
+                outcomes.append(Outcome(argv, process.returncode, out, err, 0.0, 0.0))
+            for fetcher in fetchers:
+                fetcher.join()
+            alive = dashboard.poll() is None
+        served = dashboard.stderr.read()
+        _, written = writer.communicate(timeout=300)
+        for outcome in outcomes:
+            assert_property(outcome, context=f"while dse run wrote {GROWING}")
+        wrong = [(page, code) for page, code in answers if code not in (200, 400, 404)]
+        assert not wrong, f"pages not served: {wrong[:5]}\n{served[-3000:]}"
+        assert alive and "Traceback" not in served, served[-3000:]
+        assert writer.returncode == 0, written[-3000:]
+        con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+        try:
+            stored = con.execute("SELECT count(*) FROM dse_trials t JOIN dse_studies s ON "
+                                 "s.id = t.study_id WHERE s.name = ?", (GROWING,)).fetchone()
+        finally:
+            con.close()
+        assert stored == (WRITER_STUDY["budget"]["trials"],)
 
 
 # --- the regression corpus ----------------------------------------------------------------
