@@ -419,6 +419,53 @@ def test_the_explorer_takes_the_axes_and_colour_chosen(page, server):
         assert f'data-column="k_ct">{int(x)}<' in page_row.text()
 
 
+def test_parallel_coordinates_of_many_parameters_show_the_most_important(page, server):
+    page.goto(f"{server}/study/asc")
+    _plots_drawn(page, 8)
+    graph = page.evaluate(_GRAPH_BY_TITLE, "Parallel coordinates")
+    page.locator(".plotly-graph-div").nth(graph).scroll_into_view_if_needed()
+    shown = """(i) => document.querySelectorAll('.plotly-graph-div')[i]
+        .querySelectorAll('.parcoords .axis-title').length"""
+    assert page.evaluate(shown, graph) == 8 + 1  # the 8 most important and the objective
+    count = page.evaluate("(i) => document.querySelectorAll('.plotly-graph-div')[i]"
+                          ".data[0].dimensions.length", graph) - 1
+    assert count > 8
+    _choose(page, graph, f"axes: all {count}")
+    assert page.evaluate(shown, graph) == count + 1
+    _choose(page, graph, "axes: the 4 most important")
+    assert page.evaluate(shown, graph) == 4 + 1
+
+
+_FITS = """() => {
+    const out = [];
+    if (document.documentElement.scrollWidth > window.innerWidth)
+        out.push(`the page is ${document.documentElement.scrollWidth} px wide`);
+    document.querySelectorAll('.plotly-graph-div').forEach((g) => {
+        const box = g.getBoundingClientRect();
+        g.querySelectorAll('.gtitle, [class^="g-"][class$="title"] text').forEach((t) => {
+            const r = t.getBoundingClientRect();
+            if (r.width && (r.left < box.left - 1 || r.right > box.right + 1
+                            || r.top < box.top - 1 || r.bottom > box.bottom + 1))
+                out.push(`${(g.layout.title || {}).text}: ${t.textContent} is cut`);
+        });
+    });
+    return out; }"""
+
+
+def test_pages_fit_the_window_and_plots_their_titles(page, server, storage):
+    from dse.storage import open_store
+
+    trials = open_store(storage, read_only=True).load_trials("two")
+    infeasible = int(trials.loc[trials["status"] != "ok", "number"].iloc[0])
+    best = int(trials.sort_values("tops", ascending=False)["number"].iloc[0])
+    for path in ("/", "/study/two", "/study/asc", "/trials/two", "/trials/asc",
+                 f"/config/{best}/two", f"/config/{infeasible}/two", "/compare?a=two&b=lad"):
+        page.goto(server + path)
+        if page.locator(".plotly-graph-div").count():
+            _plots_drawn(page, 1)
+        assert page.evaluate(_FITS) == [], path
+
+
 def test_a_three_objective_front_has_its_third_as_colour(browser, tmp_path):
     storage = str(tmp_path / "mo3.db")
     run_study(study_from_dict({"name": "mo3", "target": "xdna2", "sampler": "nsga2", "seed": 1,
@@ -433,13 +480,17 @@ def test_a_three_objective_front_has_its_third_as_colour(browser, tmp_path):
         assert graph >= 0
         axes = page.evaluate("""(i) => {
             const g = document.querySelectorAll('.plotly-graph-div')[i];
+            const [grey, front] = g._fullData;
             return [g.layout.xaxis.title.text, g.layout.yaxis.title.text,
-                    g._fullData[0].marker.colorbar.title.text]; }""", graph)
-        assert axes == ["tops", "l1_bytes", "dram_bytes"]
+                    front.marker.colorbar.title.text, grey.name, grey.marker.color]; }""", graph)
+        # the dominated trials are drawn too, in grey, under the coloured front
+        assert axes == ["tops", "l1_bytes", "dram_bytes", "dominated trials", "#b8b8b8"]
         page.locator(".plotly-graph-div").nth(graph).scroll_into_view_if_needed()
         _choose(page, graph, "y: dram_bytes")
-        assert page.evaluate("(i) => document.querySelectorAll('.plotly-graph-div')[i]"
-                             ".layout.yaxis.title.text", graph) == "dram_bytes"
+        # both move to the axis chosen
+        assert page.evaluate("""(i) => { const g = document.querySelectorAll(
+            '.plotly-graph-div')[i]; return [g.layout.yaxis.title.text,
+            ...g._fullData.map(t => t.y[0] > 1e5)]; }""", graph) == ["dram_bytes", True, True]
         (OUTPUT / "dashboard").mkdir(parents=True, exist_ok=True)
         page.locator(".plotly-graph-div").nth(graph).screenshot(
             path=str(OUTPUT / "dashboard" / "pareto_three_objectives.png"))

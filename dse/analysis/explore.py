@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 HOVER_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "bound")
 SLICE_PARAMS = 4  # parameters a slice plot shows (the most important first)
+PARALLEL_AXES = 8  # parameters' axes a parallel-coordinates plot shows at first
 CONTOUR_BINS = 24
 
 
@@ -107,17 +108,21 @@ def _varying(ok: pd.DataFrame, params: list[str]) -> list[str]:
     return [p for p in params if p in ok and ok[p].nunique() > 1]
 
 
-def parallel_coordinates_figure(ok: pd.DataFrame, params: list[str],
-                                metric: str) -> go.Figure | None:
-    """One axis per parameter that varies and one for ``metric``, each trial a line coloured
-    by ``metric``; dragging along an axis keeps the lines through that range."""
-    names = _varying(ok, params)
+def parallel_coordinates_figure(ok: pd.DataFrame, params: list[str], metric: str,
+                                order: list[str] | None = None) -> go.Figure | None:
+    """One axis per parameter that varies, the most important first (from ``order``), and one
+    for ``metric``, each trial a line coloured by ``metric``; dragging along an axis keeps the
+    lines through that range, dragging its name moves it. Past :data:`PARALLEL_AXES`
+    parameters the most important are shown, and a menu shows more or all of them."""
+    names = _varying(ok, order or params) or _varying(ok, params)
+    names += [p for p in _varying(ok, params) if p not in names]
     if ok.empty or metric not in ok or not names:
         return None
     dimensions = []
-    for name in names:
+    for i, name in enumerate(names):
         values, categories = _numeric(ok, name)
-        dimension: dict[str, Any] = {"label": name, "values": values}
+        dimension: dict[str, Any] = {"label": name, "values": values,
+                                     "visible": i < PARALLEL_AXES}
         if categories is not None:
             dimension.update(tickvals=list(range(len(categories))), ticktext=categories)
         dimensions.append(dimension)
@@ -129,7 +134,24 @@ def parallel_coordinates_figure(ok: pd.DataFrame, params: list[str],
     # the axes' names sit above them: the title needs room of its own
     fig.update_layout(title=f"Parallel coordinates: every parameter and {metric}",
                       margin={"t": 100, "l": 50, "r": 40, "b": 30})
+    if len(names) > PARALLEL_AXES:  # 17 axes side by side cannot be read: the user chooses
+        # the menu at the right of a shorter title, both above the axes' names
+        fig.update_layout(
+            title=f"Parallel coordinates<br><sup>{metric} and {len(names)} parameters, the "
+                  "most important first</sup>", margin={"t": 120},
+            updatemenus=[{**_menu("axes", 1.0, _axes_buttons(len(names))), "active": 1,
+                          "xanchor": "right", "y": 1.5}])
     return fig
+
+
+def _axes_buttons(count: int) -> list[dict[str, Any]]:
+    """The parallel-coordinates menu: the few, the :data:`PARALLEL_AXES` or all ``count`` most
+    important parameters' axes (the objective's, the last, always shown)."""
+    shown = sorted({min(4, count), PARALLEL_AXES, count})
+    return [{"label": f"axes: {'all ' + str(n) if n == count else f'the {n} most important'}",
+             "method": "restyle",
+             "args": [{f"dimensions[{i}].visible": i < n for i in range(count)}]}
+            for n in shown]
 
 
 def slice_figure(ok: pd.DataFrame, params: list[str], metric: str,
@@ -199,35 +221,46 @@ def _menu(label: str, x: float, buttons: list[dict[str, Any]]) -> dict[str, Any]
 
 def explorer_figure(ok: pd.DataFrame, params: list[str], metric: str,
                     columns: list[str] | None = None, colour: str | None = None,
-                    title: str = "Explore: choose the axes and the colour") -> go.Figure | None:
+                    title: str = "Explore: choose the axes and the colour",
+                    behind: pd.DataFrame | None = None) -> go.Figure | None:
     """Every trial on two axes of the user's choosing, coloured by a third: three menus over
     the parameters and metrics (``columns``; the metrics the family reports by default), the
     x axis on the first parameter, y on ``metric`` and the colour on ``colour`` (``metric``)
-    to start with."""
+    to start with. ``behind``: other trials drawn in grey under them (a Pareto front's
+    dominated trials), moved by the axis menus too."""
     choices = _numeric_columns(ok, columns or [*params, *EXPLORER_METRICS])
     if ok.empty or len(choices) < 2 or metric not in choices:
         return None
     x0 = next(c for c in choices if c != metric)
     colour = colour if colour in choices else metric
-    fig = go.Figure(go.Scatter(
+    frames = [ok] if behind is None or behind.empty else [behind, ok]
+    fig = go.Figure()
+    if len(frames) == 2:
+        fig.add_trace(go.Scatter(x=behind[x0], y=behind[metric], mode="markers",
+                                 showlegend=False, name="dominated trials",
+                                 marker={"size": 5, "opacity": 0.5, "color": "#b8b8b8"},
+                                 **trial_points(behind, params)))
+    fig.add_trace(go.Scatter(
         x=ok[x0], y=ok[metric], mode="markers", showlegend=False,
         marker={"size": 6, "opacity": 0.7, "color": ok[colour], "colorscale": "Viridis",
                 "showscale": True, "colorbar": {"title": colour}}, **trial_points(ok, params)))
 
     # the menus carry every choice's values: to 4 significant digits, they weigh half as much
-    rounded = {name: [float(f"{v:.4g}") for v in ok[name].astype(float)] for name in choices}
+    rounded = {name: [[float(f"{v:.4g}") for v in frame[name].astype(float)]
+                      for frame in frames] for name in choices}
 
     def buttons(axis: str) -> list[dict[str, Any]]:
         out = []
         for name in choices:
             values = rounded[name]
-            if axis == "colour":
+            if axis == "colour":  # the coloured trials alone (the last trace)
                 out.append({"label": f"colour: {name}", "method": "restyle",
-                            "args": [{"marker.color": [values],
-                                      "marker.colorbar.title.text": name}]})
+                            "args": [{"marker.color": [values[-1]],
+                                      "marker.colorbar.title.text": name},
+                                     [len(frames) - 1]]})
             else:
                 out.append({"label": f"{axis}: {name}", "method": "update",
-                            "args": [{axis: [values]}, {f"{axis}axis.title.text": name}]})
+                            "args": [{axis: values}, {f"{axis}axis.title.text": name}]})
         return out
 
     def active(axis: str, name: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from dse.core.space import Breakdown
 from dse.storage.frames import FIDELITY_RANK
 
 MAX_POINTS = 600
+DOMINATED = "#b8b8b8"  # the grey of trials behind a Pareto front
 BREAKDOWN_CONFIGS = 10  # the best configs a study's breakdown bars show
 PLOT_CONFIG = {"displaylogo": False}
 HOUSE_TEMPLATE = "plotly_white"
@@ -236,7 +237,10 @@ def importance_figure(ok: pd.DataFrame, params: list[str], metric: str,
     importance = parameter_importance(ok, params, metric)
     if importance.empty:
         return None
-    fig = go.Figure(go.Bar(x=importance.values, y=importance.index, orientation="h"))
+    # each bar says its share: a bar's length alone reads as a ranking, not a value
+    fig = go.Figure(go.Bar(x=importance.values, y=importance.index, orientation="h",
+                           text=[f"{v:.2f}" for v in importance.values], textposition="auto",
+                           hovertemplate="%{y}: ω² = %{x:.3f}<extra></extra>"))
     sampled = (f"<br><sup>estimated from {len(ok):,} of {of_total:,} feasible trials, spread "
                "evenly</sup>" if of_total and of_total > len(ok) else "")
     fig.update_layout(title=f"Parameter importance, each parameter alone{sampled}",
@@ -255,12 +259,15 @@ def pareto_figure(ok: pd.DataFrame, front: pd.DataFrame,
     if len(objectives) >= 3 and not front.empty:
         names = [name for name, _ in objectives]
         return explorer_figure(front, list(params), names[1], columns=names,
-                               colour=names[2],
+                               colour=names[2], behind=_dominated(ok, front),
                                title=f"Pareto front, {len(names)} objectives ({len(front)} "
-                                     "configs)")
+                                     "configs; dominated trials in grey)")
     (mx, _), (my, _) = objectives[0], objectives[1]
-    fig = go.Figure([go.Scatter(x=ok[mx], y=ok[my], mode="markers", name="trials",
-                                marker={"size": 5, "opacity": 0.4}, **trial_points(ok, params)),
+    dominated = _dominated(ok, front)
+    fig = go.Figure([go.Scatter(x=dominated[mx], y=dominated[my], mode="markers",
+                                name="dominated trials",
+                                marker={"size": 5, "opacity": 0.5, "color": DOMINATED},
+                                **trial_points(dominated, params)),
                      go.Scatter(x=front[mx], y=front[my], mode="markers", name="Pareto front",
                                 marker={"size": 10}, **trial_points(front, params))])
     title = ("Pareto front" if len(objectives) == 2 else
@@ -269,6 +276,13 @@ def pareto_figure(ok: pd.DataFrame, front: pd.DataFrame,
     fig.update_layout(title=title, xaxis_title=mx, yaxis_title=my,
                       xaxis_type=_scale(ok[mx]), yaxis_type=_scale(ok[my]))
     return fig
+
+
+def _dominated(ok: pd.DataFrame, front: pd.DataFrame) -> pd.DataFrame:
+    """The trials of ``ok`` not on the ``front`` (drawn in grey behind it)."""
+    if "number" not in ok or "number" not in front:
+        return ok
+    return ok[~ok["number"].isin(front["number"])]
 
 
 def _scale(values: pd.Series) -> str:
@@ -352,7 +366,7 @@ def workload_figures(numbers: np.ndarray, values: np.ndarray, sample: pd.DataFra
                     importance_figure(sample, params, metric, of_total=of_total),
                     pareto_figure(shown, best, objectives, varying),
                     explorer_figure(shown, varying, metric),
-                    parallel_coordinates_figure(shown, varying, metric),
+                    parallel_coordinates_figure(shown, varying, metric, order),
                     slice_figure(shown, varying, metric, order),
                     contour_figure(shown, varying, metric, direction, order),
                     *(breakdown_figure(best.head(BREAKDOWN_CONFIGS), b) for b in breakdowns)]

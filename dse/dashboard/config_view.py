@@ -67,7 +67,8 @@ def time_figure(row: pd.Series, family_parts: Mapping[str, str]) -> go.Figure | 
     latency = _number(row, "latency_s")
     title = "Time breakdown" + (f" (latency {latency * 1e6:,.1f} µs)" if latency else "")
     # compute and memory run at once: the parts overlap, so their sum is not the latency
-    fig.update_layout(title=title, xaxis_title="microseconds (the parts overlap in time: they "
-                      "need not add up to the latency)",
+    # on two lines: the long labels of the parts leave the axis narrow
+    fig.update_layout(title=title, xaxis_title="microseconds<br>(the parts overlap in time: "
+                      "they need not add up to the latency)",
                       yaxis={"autorange": "reversed"}, height=120 + 28 * len(parts))
     return fig

@@ -1,0 +1,62 @@
+"""What the study page's plots let a user read and choose: a Pareto front over its dominated
+trials (in grey), importance with its values, and the axes of a parallel-coordinates plot of
+many parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dse.analysis.explore import PARALLEL_AXES, parallel_coordinates_figure
+from dse.analysis.figures import DOMINATED, importance_figure, pareto_figure
+
+
+def _trials(count: int = 40, params: int = 3) -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({f"p{i}": rng.integers(1, 5, count) for i in range(params)})
+    return frame.assign(number=np.arange(count), tops=rng.random(count) * 10,
+                        l1_bytes=rng.random(count) * 1e4, dram_bytes=rng.random(count) * 1e6)
+
+
+def test_a_pareto_front_is_drawn_over_its_dominated_trials_in_grey():
+    ok = _trials()
+    front = ok.nlargest(5, "tops")
+    grey, drawn = pareto_figure(ok, front, [("tops", "maximize"),
+                                            ("l1_bytes", "minimize")]).data
+    assert grey.name == "dominated trials" and grey.marker.color == DOMINATED
+    assert sorted(grey.customdata) == sorted(set(ok["number"]) - set(front["number"]))
+    assert list(drawn.customdata) == list(front["number"])
+    three = pareto_figure(ok, front, [("tops", "maximize"), ("l1_bytes", "minimize"),
+                                      ("dram_bytes", "minimize")], ["p0"])
+    grey, drawn = three.data
+    assert grey.marker.color == DOMINATED and drawn.marker.colorbar.title.text == "dram_bytes"
+    x_menu, _, colour_menu = three.layout.updatemenus
+    moved = x_menu.buttons[0].args[0]["x"]  # an axis moves both the grey and the front
+    assert [len(v) for v in moved] == [len(ok) - len(front), len(front)]
+    assert list(colour_menu.buttons[0].args[1]) == [1]  # the colour is the front's alone
+
+
+def test_importance_bars_say_their_values():
+    ok = _trials()
+    ok["tops"] = ok["p0"] * 3.0 + np.random.default_rng(2).random(len(ok))
+    (bar,) = importance_figure(ok, ["p0", "p1", "p2"], "tops").data
+    assert list(bar.text) == [f"{v:.2f}" for v in bar.x] and float(bar.text[0]) > 0.5
+
+
+def test_parallel_coordinates_of_many_parameters_show_the_most_important_first():
+    ok = _trials(params=PARALLEL_AXES + 5)
+    order = [f"p{i}" for i in reversed(range(PARALLEL_AXES + 5))]
+    fig = parallel_coordinates_figure(ok, sorted(order), "tops", order)
+    dimensions = fig.data[0].dimensions
+    assert [d.label for d in dimensions] == [*order, "tops"]
+    assert [d.visible is not False for d in dimensions] == \
+        [True] * PARALLEL_AXES + [False] * 5 + [True]
+    (menu,) = fig.layout.updatemenus
+    labels = [b.label for b in menu.buttons]
+    assert labels == ["axes: the 4 most important", f"axes: the {PARALLEL_AXES} most important",
+                      f"axes: all {PARALLEL_AXES + 5}"] and menu.active == 1
+    everything = menu.buttons[2].args[0]
+    assert all(everything[f"dimensions[{i}].visible"] for i in range(PARALLEL_AXES + 5))
+    # a few parameters: every axis, no menu
+    few = parallel_coordinates_figure(_trials(params=3), ["p0", "p1", "p2"], "tops")
+    assert not few.layout.updatemenus and len(few.data[0].dimensions) == 4
