@@ -95,6 +95,10 @@ def test_l2_grouping_example(chip):
     ("1/8x512x256x512", "to_matmul"),
     ("256x128x1x128", "special"),
     ("4096x64x128x64", "merge_batch"),
+    # batch-heavy, small M/N, K truncated: every MergeBatch entry condition holds (b_core = 4 =
+    # 2 b0, the merged output fits L0C, 512 KiB a core, intensity 64 < R16 / 2); the closed
+    # form's T_cmd half (an estimate, no chip constant) would keep it IterBatch
+    ("128x64x512x64", "merge_batch"),
     ("64x1024x1024x1024", "iter_batch"),  # b_core = 2, both sides cut along K (form d)
     ("8x64x65536x64", "stream_k"),
     ("2x100x3000x77", "asw_reduced_cores"),

@@ -7,7 +7,7 @@ The decision tree buys parallelism from the cheapest dimension up: split B (free
 1. ``special`` (K <= 1: the Cube is useless, the vector cores compute) and ``to_matmul``
    (one side has one batch: fold it into a plain GEMM) reduce the problem first;
 2. ``merge_batch`` when several small batches merged into one large tile win by saving DMA
-   commands (the K-truncated case with many batches a core), else ``iter_batch`` (batch by batch)
+   commands (every entry condition held and K truncated), else ``iter_batch`` (batch by batch)
    when the batch split alone fills the cores without re-reading inside a batch;
 3. ``asw_basic`` (split M/N with the sliding-window swizzle) when the output has at least C
    L0C-sized blocks;
@@ -78,7 +78,13 @@ def classify(target: AscendTarget, batch_a: Any, batch_b: Any, m: Any, k: Any, n
     k_l1_iter = np.minimum(kf, mem.l1_bytes / (2 * (mf + nf) * dt))
     t_comp = 2 * mf * nf * kf / target.q16
     t_write = mf * nf * out / target.bandwidth.gm_bytes_per_s
-    merge_better = (k_l1_iter >= kf) & (
+    # The design's entry conditions use only the shape and the chip's constants. Its closed form
+    # (MergeBatch wins iff k_L1 = K and b_core > b0 (T_comp + T_write) / T_cmd) has a structural
+    # half, K truncated (L1-bound, merging only lengthens the drain), and a half that rests on
+    # T_cmd, an estimate ("tens of ns") and no chip constant: the branch is taken on the first,
+    # the second is reported (``merge_better``) beside it.
+    k_truncated = k_l1_iter >= kf
+    merge_better = k_truncated & (
         b_floor > b0 * (t_comp + t_write) / target.overheads.dma_command_s)
 
     # IterBatch
@@ -98,14 +104,14 @@ def classify(target: AscendTarget, batch_a: Any, batch_b: Any, m: Any, k: Any, n
                  & (kf > k_needed) & (not deterministic))
 
     branch = np.select(
-        [special, to_matmul, merge_ok & merge_better, iter_ok, merge_ok, p >= c, stream_ok],
+        [special, to_matmul, merge_ok & k_truncated, iter_ok, merge_ok, p >= c, stream_ok],
         [1, 0, 3, 2, 3, 4, 6], default=5)
     return {"branch": branch, "iter_batch_form": np.where(branch == 2, form, -1), "batch": b,
             "b_core": b_core, "P": p, "grid_k": np.where(branch == 6, grid_k, 1),
             "k_threshold": k_needed, "theta_c": np.full(b.shape, theta), "b0": b0,
             "intensity": 2 * mf * nf / (mf + nf), "r16": np.full(b.shape, r16),
-            "merge_ok": merge_ok, "merge_better": merge_better, "iter_ok": iter_ok,
-            "stream_ok": stream_ok}
+            "merge_ok": merge_ok, "k_truncated": k_truncated, "merge_better": merge_better,
+            "iter_ok": iter_ok, "stream_ok": stream_ok}
 
 
 def merge_b0(target: AscendTarget, m: Any, n: Any, b_core: Any, in_bytes: int = 2) -> np.ndarray:
