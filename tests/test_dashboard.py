@@ -75,6 +75,7 @@ def test_pages_render(client):
     assert study.status_code == 200
     for title in ("Optimisation history", "Balance: t_comp and t_mem against k_ct",
                   "Roofline", "Parameter importance", "2048x2048x2048 int8-int8",
+                  "Empirical distribution of tops", "Timeline: when each feasible trial",
                   "1024x2048x512 bf16-bf16"):
         assert title in study.text, title
     assert "Pareto front" in client.get("/study/mo").text

@@ -1,6 +1,6 @@
 """What the study page's plots let a user read and choose: a Pareto front over its dominated
-trials (in grey), importance with its values, and the axes of a parallel-coordinates plot of
-many parameters."""
+trials (in grey), importance with its values, the axes of a parallel-coordinates plot of many
+parameters, the objective's empirical distribution and the timeline of the evaluations."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pandas as pd
 
 from dse.analysis.explore import PARALLEL_AXES, parallel_coordinates_figure
 from dse.analysis.figures import DOMINATED, importance_figure, pareto_figure
+from dse.analysis.over_time import EDF_POINTS, edf_figure, timeline_figure
 
 
 def _trials(count: int = 40, params: int = 3) -> pd.DataFrame:
@@ -60,3 +61,26 @@ def test_parallel_coordinates_of_many_parameters_show_the_most_important_first()
     # a few parameters: every axis, no menu
     few = parallel_coordinates_figure(_trials(params=3), ["p0", "p1", "p2"], "tops")
     assert not few.layout.updatemenus and len(few.data[0].dimensions) == 4
+
+
+def test_the_empirical_distribution_counts_every_feasible_trial():
+    values = np.array([3.0, 1.0, 2.0, np.nan, 2.0])
+    (line,) = edf_figure(values, "maximize", "tops").data
+    assert list(line.x) == [1.0, 2.0, 2.0, 3.0] and list(line.y) == [0.25, 0.5, 0.75, 1.0]
+    ladder = edf_figure(values[:3], "maximize", "tops",
+                        np.array(["analytical", "simulator", "analytical"]))
+    assert [t.name for t in ladder.data] == ["tops (analytical)", "tops (simulator)"]
+    many = edf_figure(np.arange(10_000.0), "minimize", "latency_s")
+    assert len(many.data[0].x) == EDF_POINTS and many.data[0].y[-1] == 1.0
+    assert "better to the left" in many.layout.title.text
+
+
+def test_the_timeline_draws_each_evaluation_from_its_start_to_its_record():
+    end = pd.Timestamp("2026-01-01 12:00:10")
+    rows = pd.DataFrame({"number": [2, 1], "created_at": [end, end],
+                         "elapsed_s": [4.0, 2.0], "cached": [False, True]})
+    bars, ends = timeline_figure(rows, of_total=10).data
+    starts = [pd.Timestamp(x) for x in bars.x[0::3]]
+    assert starts == [end, end - pd.Timedelta(seconds=4)]  # trial 1 was served from the store
+    assert list(ends.customdata) == [1, 2] and ends.hovertext[1].startswith("trial 2<br>4 s")
+    assert "2 of 10 feasible trials" in timeline_figure(rows, of_total=10).layout.title.text

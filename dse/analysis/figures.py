@@ -23,6 +23,7 @@ from dse.analysis.explore import (
     trial_points,
 )
 from dse.analysis.history import history_figure
+from dse.analysis.over_time import edf_figure, timeline_figure
 from dse.core.registry import search_space_class
 from dse.core.space import Breakdown
 from dse.storage.frames import FIDELITY_RANK
@@ -351,7 +352,8 @@ def workload_figures(numbers: np.ndarray, values: np.ndarray, sample: pd.DataFra
     if not len(numbers):
         return []
     figures: list[go.Figure | None] = [history_figure(numbers, values, direction, metric,
-                                                      evaluators)]
+                                                      evaluators),
+                                       edf_figure(values, direction, metric, evaluators)]
     if not sample.empty:
         shown = thin(sample, keep=best)
         axes = search_space_class(target.space).tile_axes
@@ -369,6 +371,7 @@ def workload_figures(numbers: np.ndarray, values: np.ndarray, sample: pd.DataFra
                     parallel_coordinates_figure(shown, varying, metric, order),
                     slice_figure(shown, varying, metric, order),
                     contour_figure(shown, varying, metric, direction, order),
+                    timeline_figure(shown, of_total),
                     *(breakdown_figure(best.head(BREAKDOWN_CONFIGS), b) for b in breakdowns)]
     if not ladder.empty:
         figures += fidelity_figures(ladder, params, metric)
