@@ -84,3 +84,15 @@ def test_the_timeline_draws_each_evaluation_from_its_start_to_its_record():
     assert starts == [end, end - pd.Timedelta(seconds=4)]  # trial 1 was served from the store
     assert list(ends.customdata) == [1, 2] and ends.hovertext[1].startswith("trial 2<br>4 s")
     assert "2 of 10 feasible trials" in timeline_figure(rows, of_total=10).layout.title.text
+
+
+def test_the_explorer_colours_by_rank_as_optuna_s_rank_plot():
+    from dse.analysis.explore import ranked_explorer_figure
+
+    ok = _trials()
+    for direction, best in (("maximize", ok["tops"].idxmax()), ("minimize", ok["tops"].idxmin())):
+        fig = ranked_explorer_figure(ok, ["p0", "p1"], "tops", direction)
+        colour = next(b for b in fig.layout.updatemenus[2].buttons
+                      if b.label == "colour: rank of tops")
+        ranks = colour.args[0]["marker.color"][0]
+        assert ranks[best] == 1.0 and min(ranks) == 1 / len(ok)

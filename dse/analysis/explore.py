@@ -273,3 +273,15 @@ def explorer_figure(ok: pd.DataFrame, params: list[str], metric: str,
                                    active("colour", colour)],
                       margin={"t": 110})
     return fig
+
+
+def ranked_explorer_figure(ok: pd.DataFrame, params: list[str], metric: str,
+                           direction: str) -> go.Figure | None:
+    """:func:`explorer_figure` with one more column to choose, ``rank of METRIC`` (the share of
+    trials a trial is at least as good as, 1 for the best): two parameters on the axes coloured
+    by it make Optuna's rank plot."""
+    if metric not in ok:
+        return explorer_figure(ok, params, metric)
+    rank = f"rank of {metric}"
+    ranked = ok.assign(**{rank: ok[metric].rank(pct=True, ascending=direction == "maximize")})
+    return explorer_figure(ranked, params, metric, columns=[*params, *EXPLORER_METRICS, rank])

@@ -19,6 +19,7 @@ from dse.analysis.explore import (
     contour_figure,
     explorer_figure,
     parallel_coordinates_figure,
+    ranked_explorer_figure,
     slice_figure,
     trial_points,
 )
@@ -367,7 +368,7 @@ def workload_figures(numbers: np.ndarray, values: np.ndarray, sample: pd.DataFra
                     roofline_figure(shown, target, best=best, params=varying),
                     importance_figure(sample, params, metric, of_total=of_total),
                     pareto_figure(shown, best, objectives, varying),
-                    explorer_figure(shown, varying, metric),
+                    ranked_explorer_figure(shown, varying, metric, direction),
                     parallel_coordinates_figure(shown, varying, metric, order),
                     slice_figure(shown, varying, metric, order),
                     contour_figure(shown, varying, metric, direction, order),
