@@ -27,6 +27,16 @@ if os.environ.get("CI") == "true" and "amx_tile" in cpu_flags():
 needs_x86 = pytest.mark.skipif(not X86, reason="the emulated tiles are compiled with x86-64 "
                                "intrinsics headers and -march=native (AVX-512 for prefetches)")
 needs_amx = pytest.mark.skipif(not HAS_AMX, reason=f"no AMX here: {amx_problem()}")
+VECTOR = {"avx512_vnni", "avx512_bf16"} <= cpu_flags()
+needs_vector = pytest.mark.skipif(not VECTOR, reason="the AVX-512 kernels need avx512_vnni and "
+                                  "avx512_bf16, which this CPU lacks")
+VECTOR_VARIANTS = [
+    dict(engine="avx512", grid_rows=4, grid_cols=2, split="n"),
+    dict(engine="avx512", grid_rows=1, grid_cols=4, pack_b="block", prefetch=2),
+    dict(engine="avx512", grid_rows=3, grid_cols=1, mc=96, block_order="a_block",
+         micro_order="b_strip", k_unroll=1),
+    dict(engine="avx512", grid_rows=2, grid_cols=3, nc=96, prefetch=0, threads=1),
+]
 
 BASE = dict(grid_rows=2, grid_cols=2, stream_buffers=1, k_unroll=2, mc=64, kc=128, nc=64,
             pack_a="yes", pack_b="gemm", block_order="b_block", micro_order="a_strip",
@@ -56,13 +66,13 @@ def _library(params: dict, dtype: str, b_layout: str, emulate: bool) -> str:
     return str(built.library)
 
 
-def _exact_on_tails(emulate: bool, dtype: str) -> None:
-    for index, variant in enumerate(VARIANTS):
+def _exact_on_tails(emulate: bool, dtype: str, variants: list[dict] = VARIANTS) -> None:
+    for index, variant in enumerate(variants):
         b_layout = ("row", "col")[index % 2]
         library = _library({**BASE, **variant}, dtype, b_layout, emulate)
         for M, N, K, pad in TAILS:
             out = run(library, dtype, M, N, K, seed=index, threads=2, pad=pad,
-                      b_layout=b_layout, emulate=emulate)
+                      b_layout=b_layout, emulate=emulate, engine=variant.get("engine", "amx"))
             assert out.correct, (variant, b_layout, (M, N, K, pad), out.detail)
 
 
@@ -76,6 +86,29 @@ def test_generated_kernels_are_exact_on_tails_emulated(dtype):
 @pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
 def test_generated_kernels_are_exact_on_tails_on_the_engine(dtype):
     _exact_on_tails(False, dtype)
+
+
+@needs_vector
+@pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
+def test_avx512_kernels_are_exact_on_tails(dtype):
+    """The small-M kernels run natively (VPDPBUSD on A + 128 with B's column sums taken off,
+    VDPBF16PS), with or without AMX."""
+    _exact_on_tails(False, dtype, VECTOR_VARIANTS)
+
+
+@needs_vector
+def test_an_avx512_only_evaluator_measures_those_configs_and_refuses_tiles():
+    ctx = _context("8x520x100")
+    evaluator = AmxEvaluator(engine="avx512", max_repeats=3)
+    vector = ctx.space.resolve({**BASE, "engine": "avx512", "grid_rows": 4, "mc": 8})
+    tiles = ctx.space.resolve({**BASE, "mc": 32})
+    try:
+        measured, refused = evaluator.evaluate(ctx.space.encode([vector, tiles]), ctx)
+    finally:
+        evaluator.close()
+    assert evaluator.unavailable() is None
+    assert measured.status is Status.OK and measured.metrics["tops"] > 0, measured.reason
+    assert refused.status is Status.FAILED and "engine=avx512 configs only" in refused.reason
 
 
 @needs_x86
@@ -114,7 +147,8 @@ def test_compile_errors_and_wrong_products_are_failed_results_with_reasons():
     evaluator = AmxEvaluator(emulate=True, max_repeats=3)
     params = ctx.space.resolve({**BASE, "mc": 48, "nc": 64, "kc": 128, "grid_rows": 1})
     good = kernel_source(params, "int8-int32", "row", emulate=True)
-    syntax = good.replace("dse_micro(a + (ir / 16)", "dse_micro(a + (ir / 16) +", 1)
+    syntax = good.replace("int dse_gemm(", "int dse_gemm(((", 1)
+    assert syntax != good
     wrong = _skipping_one_multiply(good, "TDP_INT8")
     try:
         results = evaluator.measure_sources([params] * 3, [good, syntax, wrong], ctx)
@@ -210,6 +244,15 @@ def test_the_space_rules_say_why():
     tails = build_context("cpu-amx", "int8-int32", "100x64x64", "row").space
     batch = tails.encode([tails.resolve({**BASE, "pack_a": "no"})])
     assert "pack A" in tails.explain(batch, 0)
+    decode = build_context("cpu-amx", "int8-int32", "1x4096x4096", "col").space
+    one_row = {**BASE, "grid_rows": 1, "mc": 1}
+    batch = decode.encode([decode.resolve({**one_row, "engine": "avx512"}),
+                           decode.resolve(one_row),
+                           decode.resolve({**one_row, "engine": "avx512", "load_hint": "t1"})])
+    feasibility = decode.check(batch)
+    assert feasibility.ok.tolist() == [True, False, False]
+    assert "multiples of the grid's 16 rows" in decode.explain(batch, 1)
+    assert "no tiles" in decode.explain(batch, 2)
 
 
 def test_the_space_enumerates_only_what_the_study_frees():

@@ -3,7 +3,9 @@
 Per thread (the busiest: the split gives each a share of C rounded to whole micro-tile grids):
 
 - **TMUL**: every 16x16 C tile of the share takes one tile multiply per 64-byte K step, padding
-  included; ``tdp_cycles`` apart at ``clock_hz``.
+  included; ``tdp_cycles`` apart at ``clock_hz``. The AVX-512 kernels (``engine=avx512``, for
+  small M) cover one A row per grid row at ``vector_macs_per_cycle`` int8 MACs a cycle (bf16
+  half), their A read as 4-byte broadcasts.
 - **Tile loads**: each micro-kernel step loads ``grid_rows`` A and ``grid_cols`` B tiles of
   1 KiB. The strip the micro order keeps (``a_strip``: A's 16 x grid_rows rows by kc) is read
   from L1 when it fits the share of L1 the other operand's streaming leaves it (three quarters
@@ -36,7 +38,7 @@ TILE_BYTES = 1024
 CHOICE_CODES = {  # the batch codes of the choices the model reads (index of each choice)
     "pack_a": ("yes", "no"), "pack_b": ("gemm", "block"), "block_order": ("b_block", "a_block"),
     "micro_order": ("a_strip", "b_strip"), "load_hint": ("t0", "t1"),
-    "prefetch_c": ("yes", "no"), "split": ("m", "n", "mn"),
+    "prefetch_c": ("yes", "no"), "split": ("m", "n", "mn"), "engine": ("amx", "avx512"),
 }
 
 
@@ -63,11 +65,17 @@ def thread_grid(threads: np.ndarray, split: np.ndarray) -> tuple[np.ndarray, np.
     return tm, threads // tm
 
 
+def grid_rows_of(batch: ConfigBatch) -> np.ndarray:
+    """Rows of A a micro-kernel grid covers: 16 a tile row on AMX, one a row on AVX-512."""
+    return np.where(_is(batch, "engine", "avx512"), 1, 16) * batch["grid_rows"]
+
+
 def held_strip_bytes(batch: ConfigBatch, elem: int) -> np.ndarray:
-    """Bytes of the strip the micro order keeps in L1: A's (16 x rows) x kc, or B's kc x (16 x
+    """Bytes of the strip the micro order keeps in L1: A's grid rows x kc, or B's kc x (16 x
     cols)."""
-    width = np.where(_is(batch, "micro_order", "a_strip"), batch["grid_rows"], batch["grid_cols"])
-    return 16 * width * batch["kc"] * elem
+    width = np.where(_is(batch, "micro_order", "a_strip"), grid_rows_of(batch),
+                     16 * batch["grid_cols"])
+    return width * batch["kc"] * elem
 
 
 def kept_block_bytes(batch: ConfigBatch, elem: int) -> np.ndarray:
@@ -93,7 +101,9 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     mc, kc, nc = batch["mc"], batch["kc"], batch["nc"]
     threads = batch["threads"]
     tm, tn = thread_grid(threads, batch["split"])
-    rows, cols = 16 * gr, 16 * gc
+    vector = _is(batch, "engine", "avx512")
+    row_unit = np.where(vector, 1, 16)  # A rows per grid row: a tile's 16, or one
+    rows, cols = row_unit * gr, 16 * gc
     m_share = np.minimum(_ceil(_ceil(M, tm), rows) * rows, _ceil(M, rows) * rows)
     n_share = np.minimum(_ceil(_ceil(N, tn), cols) * cols, _ceil(N, cols) * cols)
     strips = (m_share // rows) * (n_share // cols)  # micro-kernel grids per K block
@@ -103,7 +113,11 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     per_level = np.array([bw.l1_bytes_per_s, bw.l2_bytes_per_s, bw.l3_bytes_per_s,
                           bw.dram_bytes_per_s])
 
-    t_tmul = strips * gr * gc * nk * eng.tdp_cycles / f
+    # the engine: a tile multiply every tdp_cycles, or the vector units' MACs a cycle
+    macs = strips * rows * cols * nk * kt
+    amx_macs_per_cycle = 16 * 16 * kt / eng.tdp_cycles
+    vector_macs_per_cycle = eng.vector_macs_per_cycle / e  # bf16: half of int8's
+    t_tmul = macs / np.where(vector, vector_macs_per_cycle, amx_macs_per_cycle) / f
 
     # tile loads within a block: the held strip from L1 when it fits (after its first use),
     # else, like the streamed strips, from where its block lives
@@ -118,7 +132,7 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     held_time = np.where(held_in_l1, (uses - 1) / uses / per_level[0] + 1 / uses
                          / per_level[held_level], 1 / per_level[held_level])
     packed_a = _is(batch, "pack_a", "yes")
-    a_bytes = strips * nk * gr * TILE_BYTES
+    a_bytes = strips * nk * gr * row_unit * 64  # a tile row of 64 bytes per A row
     b_bytes = strips * nk * gc * TILE_BYTES
     a_time = np.where(a_strip, held_time, 1 / per_level[a_block_level])
     b_time = np.where(a_strip, 1 / per_level[b_block_level], held_time)
@@ -134,13 +148,13 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     a_touched = np.where(packed_a, 0, m_share * K * e * np.where(b_block, _ceil(n_share, nc), 1))
     t_loads = t_loads + b_touched / per_level[b_whole] + a_touched / per_level[a_whole]
     streamed = np.where(gr <= gc, b_bytes, a_bytes) / TILE_BYTES
-    t_exposed = np.where(batch["stream_buffers"] == 1, streamed * mod.load_latency_cycles / f, 0)
+    single = (batch["stream_buffers"] == 1) & ~vector  # vector registers are renamed
+    t_exposed = np.where(single, streamed * mod.load_latency_cycles / f, 0)
     t_prefetch = np.where(batch["prefetch"] > 0, streamed * 16 * mod.prefetch_line_cycles / f, 0)
 
     # C tiles: stored every K block, loaded again after the first; between K blocks the panel
     # of C a block order revisits stays where it fits (written once: it goes to DRAM)
-    c_tiles = strips * gr * gc
-    c_bytes = c_tiles * TILE_BYTES * (2 * k_blocks - 1)
+    c_bytes = strips * rows * cols * 4 * (2 * k_blocks - 1)
     panel = np.where(b_block, m_share * nc, mc * n_share) * 4
     c_level = np.where(k_blocks == 1, 3, np.maximum(_level(panel, caches, busy), 1))
     t_c = c_bytes / per_level[c_level] * np.where(_is(batch, "prefetch_c", "yes"), 1.0,

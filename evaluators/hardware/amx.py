@@ -6,8 +6,12 @@ lock, the tile-multiply peak is probed and each kernel is measured in the harnes
 warm-up, repeats until the spread settles, every product checked against a reference (int8
 exactly, bf16 within 1e-5 K). Each result stores the median, the spread, every time, the
 same-run probe and the efficiency (measured / probe). A compile error, a wrong product or a
-timeout is a failed result with its reason. With ``emulate=True`` the tile instructions are
-computed in C: exact products on any x86-64 CPU, meaningless times.
+timeout is a failed result with its reason, and so is a config whose engine this CPU lacks. With
+``emulate=True`` the tile instructions are computed in C: exact products on any x86-64 CPU,
+meaningless times. The AVX-512 kernels (``engine=avx512`` configs) run natively wherever the CPU
+has AVX-512 VNNI (int8) or BF16 (bf16); with the option ``engine=avx512`` the evaluator measures
+only those, and so runs on a CPU without AMX. The peak probe is AMX's: they carry an efficiency
+only on a CPU with AMX.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any, ClassVar
 
 from dse.core import Capabilities, ConfigBatch, EvalContext, EvalResult, Evaluator, Status
 from evaluators.hardware.amx_build import Build, build
-from evaluators.hardware.amx_detect import amx_problem, cpu_model
+from evaluators.hardware.amx_detect import amx_problem, cpu_model, vector_problem
 from evaluators.hardware.amx_probe import peak_ops_per_s
 from evaluators.hardware.amx_source import kernel_source
 from evaluators.hardware.harness import MeasureSettings, Worker, measure
@@ -40,7 +44,9 @@ class AmxEvaluator(Evaluator):
 
     name: ClassVar[str] = "amx"
     version: ClassVar[str] = "1"
-    result_options: ClassVar[tuple[str, ...]] = ("emulate", "timeout_s")
+    # emulated times mean nothing; a timeout is a result; an engine-only evaluator refuses
+    # the other engine's configs
+    result_options: ClassVar[tuple[str, ...]] = ("emulate", "timeout_s", "engine")
     fidelity: ClassVar[str] = "hardware"
     spaces: ClassVar[tuple[str, ...]] = ("amx_gemm",)
     capabilities: ClassVar[Capabilities] = Capabilities()
@@ -48,14 +54,30 @@ class AmxEvaluator(Evaluator):
 
     def __init__(self, emulate: bool = False, warmup: int = 1, min_repeats: int = 3,
                  max_repeats: int = 10, target_spread: float = 0.03, timeout_s: float = 120.0,
-                 seed: int = 0) -> None:
-        self.emulate = emulate
+                 seed: int = 0, engine: str | None = None) -> None:
+        if engine not in (None, "amx", "avx512"):
+            raise ValueError(f"engine={engine!r} is not one of amx, avx512")
+        self.emulate, self.engine = emulate, engine
         self.settings = MeasureSettings(warmup, min_repeats, max_repeats, target_spread,
                                         timeout_s)
         self.seed = seed
         self._worker: Worker | None = None
 
     def unavailable(self) -> str | None:
+        """Why the engine this evaluator measures (AMX unless ``engine=avx512``) cannot run
+        here, or None."""
+        if self.engine == "avx512":
+            return vector_problem("int8-int32")
+        return None if self.emulate else amx_problem()
+
+    def engine_problem(self, params: dict[str, Any], dtype: str) -> str | None:
+        """Why this config cannot be measured here (its engine missing, or not the one this
+        evaluator was asked for), or None."""
+        engine = params.get("engine", "amx")
+        if self.engine and engine != self.engine:
+            return f"this evaluator measures engine={self.engine} configs only, not {engine}"
+        if engine == "avx512":
+            return vector_problem(dtype)
         return None if self.emulate else amx_problem()
 
     def _get_worker(self) -> Worker:
@@ -72,13 +94,15 @@ class AmxEvaluator(Evaluator):
             return list(pool.map(lambda s: build(s, self.emulate), sources))
 
     def evaluate_feasible(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
-        problem = self.unavailable()
         params = ctx.space.decode(batch)
-        if problem:
-            return [EvalResult(Status.FAILED, p, reason=problem) for p in params]
         dtype = ctx.workload.dtype.name
-        sources = [kernel_source(p, dtype, ctx.workload.b_layout, self.emulate) for p in params]
-        return self.measure_sources(params, sources, ctx)
+        problems = [self.engine_problem(p, dtype) for p in params]
+        runnable = [i for i, problem in enumerate(problems) if problem is None]
+        sources = [kernel_source(params[i], dtype, ctx.workload.b_layout, self.emulate)
+                   for i in runnable]
+        measured = iter(self.measure_sources([params[i] for i in runnable], sources, ctx))
+        return [EvalResult(Status.FAILED, p, reason=problem) if problem else next(measured)
+                for p, problem in zip(params, problems, strict=True)]
 
     def measure_sources(self, params: list[dict[str, Any]], sources: list[str],
                         ctx: EvalContext) -> list[EvalResult]:
@@ -86,7 +110,7 @@ class AmxEvaluator(Evaluator):
         w = ctx.workload
         builds = self.build_all(sources)
         cores = ctx.target.engine.cores
-        probe = None if self.emulate else peak_ops_per_s(
+        probe = None if self.emulate or amx_problem() or not params else peak_ops_per_s(
             self._get_worker(), DEVICE, cores, w.dtype.name, self.settings)
         provenance = {"device": cpu_model(), "emulated": self.emulate}
         results = []
@@ -96,7 +120,8 @@ class AmxEvaluator(Evaluator):
                 continue
             job = {"library_path": str(built.library), "dtype": w.dtype.name, "M": w.M,
                    "N": w.N, "K": w.K, "seed": self.seed, "threads": int(p["threads"]),
-                   "b_layout": w.b_layout, "emulate": self.emulate}
+                   "b_layout": w.b_layout, "emulate": self.emulate,
+                   "engine": p.get("engine", "amx")}
             m = measure(self._get_worker(), RUNNER, job, self.settings, DEVICE)
             metrics: dict[str, Any] = {**provenance, "times_s": m.times,
                                        "compile_s": built.seconds}

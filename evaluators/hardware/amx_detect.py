@@ -50,6 +50,17 @@ def _permission_problem() -> str | None:
     return None
 
 
+VECTOR_FLAGS = {"int8-int32": "avx512_vnni", "bf16-fp32": "avx512_bf16"}
+
+
+def vector_problem(dtype: str) -> str | None:
+    """Why the AVX-512 kernels of ``dtype`` cannot run here, or None when they can."""
+    flag = VECTOR_FLAGS[dtype]
+    if flag not in cpu_flags():
+        return f"this CPU ({cpu_model()}) lacks {flag}, which engine=avx512 needs for {dtype}"
+    return None
+
+
 def amx_problem() -> str | None:
     """Why AMX cannot run here (what is missing), or None when it can."""
     if os.environ.get(HIDE_VARIABLE, "") not in ("", "0"):

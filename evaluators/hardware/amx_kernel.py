@@ -11,7 +11,7 @@ from functools import cache
 
 import numpy as np
 
-from evaluators.hardware.amx_detect import amx_problem
+from evaluators.hardware.amx_detect import amx_problem, vector_problem
 from evaluators.hardware.harness import RunOutput
 
 BF16_ATOL_PER_K = 1e-5  # |C - reference| <= 1e-5 K: fp32 accumulation, not a lost K step
@@ -71,12 +71,12 @@ def check(dtype: str, c: np.ndarray, reference: np.ndarray, K: int) -> tuple[boo
 
 
 def run(library_path: str, dtype: str, M: int, N: int, K: int, seed: int = 0, threads: int = 1,
-        pad: int = 0, b_layout: str = "row", emulate: bool = False) -> RunOutput:
+        pad: int = 0, b_layout: str = "row", emulate: bool = False,
+        engine: str = "amx") -> RunOutput:
     """Time one run of the library's GEMM on seeded operands and check its product."""
-    if not emulate:
-        problem = amx_problem()
-        if problem:
-            raise OSError(problem)
+    problem = vector_problem(dtype) if engine == "avx512" else None if emulate else amx_problem()
+    if problem:
+        raise OSError(problem)
     lib = library(library_path)
     lib.dse_time.restype = ctypes.c_double
     lib.dse_time.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64] * 3 \

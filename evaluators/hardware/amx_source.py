@@ -68,6 +68,12 @@ def support_text() -> str:
     return SUPPORT.read_text()
 
 
+MICRO_SIGNATURE = """static inline void dse_micro(const char *a, int64_t ir, int64_t a_ss,
+        int64_t a_ks, int64_t a_ts, const char *b, int64_t jr, int64_t b_ss,
+        const int32_t *comp, int64_t nk, TOUT *C, int64_t ldc, int64_t r0, int64_t c0,
+        int64_t M, int64_t N, int first, const TOUT *next_c) {"""
+
+
 def _micro_kernel(p: Mapping[str, Any], code: DtypeCode) -> str:
     """``dse_micro``: one grid of C tiles over the K steps of a block, loads and stores of C
     included (generated unrolled: tile numbers are instruction operands)."""
@@ -107,10 +113,9 @@ def _micro_kernel(p: Mapping[str, Any], code: DtypeCode) -> str:
                          f"+ (({k}) + {dist}) * {stride} + r * {rows}), _MM_HINT_T0);")
 
     head = [
-        "static inline void dse_micro(const char *a, int64_t a_ss, int64_t a_ks, int64_t a_ts,",
-        "        const char *b, int64_t b_ss, int64_t nk, TOUT *C, int64_t ldc, int64_t r0,",
-        "        int64_t c0, int64_t M, int64_t N, int first, const TOUT *next_c) {",
+        MICRO_SIGNATURE,
         "    TOUT edge[256] __attribute__((aligned(64)));",
+        "    a += (ir / 16) * a_ss; b += (jr / 16) * b_ss; (void)comp;",
     ]
     if p["prefetch_c"] == "yes":
         head.append(f"    if (next_c) for (int r = 0; r < {16 * gr}; r++) for (int j = 0; "
@@ -132,6 +137,72 @@ def _micro_kernel(p: Mapping[str, Any], code: DtypeCode) -> str:
         lines.append(f"    dse_c_out({t}, C, ldc, r0 + {16 * i}, c0 + {16 * j}, M, N, edge);")
     lines.append("}")
     return "\n".join(lines)
+
+
+def _vector_kernel(p: Mapping[str, Any], code: DtypeCode) -> str:
+    """``dse_micro`` on AVX-512 (``engine=avx512``): ``grid_rows`` rows of A by ``grid_cols``
+    16-column strips of B, one zmm accumulator each; per 4-byte group of K, the strips' VNNI
+    rows loaded once and each row's group broadcast (``VPDPBUSD`` on A + 128, the packing's
+    column sums taken off; ``VDPBF16PS``). Rows past M and columns past N are masked."""
+    rows, cols = int(p["grid_rows"]), int(p["grid_cols"])
+    unroll, dist = 4 * int(p["k_unroll"]), int(p["prefetch"])
+    int8 = code.c_in == "int8_t"
+    pairs = [(r, c) for r in range(rows) for c in range(cols)]
+    out = [MICRO_SIGNATURE, "    b += (jr / 16) * b_ss;", "    (void)next_c;"]
+    out += [f"    const char *a{r} = a + ((ir + {r}) / 16) * a_ss + ((ir + {r}) % 16) * a_ts;"
+            for r in range(rows)]
+    for c in range(cols):
+        out.append(f"    int64_t w{c} = N - c0 - {16 * c};")
+        out.append(f"    __mmask16 m{c} = w{c} <= 0 ? 0 : w{c} >= 16 ? 0xFFFF "
+                   f": (__mmask16)((1u << w{c}) - 1);")
+    for r, c in pairs:
+        live = f"(r0 + {r} < M ? m{c} : 0)"
+        src = f"C + (r0 + {r}) * ldc + c0 + {16 * c}"
+        if int8:
+            start = (f"first ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi32({live}, {src})")
+            out.append(f"    __m512i acc{r}_{c} = {start};")
+            out.append(f"    acc{r}_{c} = _mm512_sub_epi32(acc{r}_{c}, _mm512_slli_epi32("
+                       f"_mm512_maskz_loadu_epi32(m{c}, comp + jr + {16 * c}), 7));")
+        else:
+            out.append(f"    __m512 acc{r}_{c} = first ? _mm512_setzero_ps() : "
+                       f"_mm512_maskz_loadu_ps({live}, {src});")
+    if int8:
+        out.append("    const __m512i bias = _mm512_set1_epi32((int)0x80808080);")
+    groups = "nk * 16"
+
+    def step(g: str) -> list[str]:
+        body = [f"    {{ const int64_t g_ = {g};"]
+        body += [f"      __m512i b{c} = _mm512_loadu_si512(b + {c} * b_ss + g_ * 64);"
+                 for c in range(cols)]
+        if dist:
+            body += [f"      _mm_prefetch(b + {c} * b_ss + (g_ + {16 * dist}) * 64, _MM_HINT_T0);"
+                     for c in range(cols)]
+        for r in range(rows):
+            body.append(f"      int32_t v{r}; memcpy(&v{r}, a{r} + (g_ >> 4) * a_ks + (g_ & 15) * 4"
+                        ", 4);")
+            body.append(f"      __m512i x{r} = _mm512_set1_epi32(v{r});")
+            if int8:
+                body.append(f"      x{r} = _mm512_xor_si512(x{r}, bias);")
+            for c in range(cols):
+                op = (f"_mm512_dpbusd_epi32(acc{r}_{c}, x{r}, b{c})" if int8 else
+                      f"_mm512_dpbf16_ps(acc{r}_{c}, (__m512bh)x{r}, (__m512bh)b{c})")
+                body.append(f"      acc{r}_{c} = {op};")
+        return [*body, "    }"]
+
+    out.append("    int64_t g = 0;")
+    out.append(f"    for (; g + {unroll} <= {groups}; g += {unroll}) {{")
+    for u in range(unroll):
+        out += step(f"g + {u}")
+    out.append("    }")
+    out.append(f"    for (; g < {groups}; g++) {{")
+    out += step("g")
+    out.append("    }")
+    store = "_mm512_mask_storeu_epi32" if int8 else "_mm512_mask_storeu_ps"
+    for r, c in pairs:
+        out.append(f"    if (r0 + {r} < M) {store}(C + (r0 + {r}) * ldc + c0 + {16 * c}, m{c}, "
+                   f"acc{r}_{c});")
+    out.append("}")
+    return "\n".join(out)
 
 
 # Loading and storing one C tile: in place when the whole tile lies inside C, through a 16x16
@@ -163,26 +234,51 @@ C_EDGES = r"""
 # tiles and to whole column grids), A to 1 KiB tiles (16 rows x 64 bytes, zero-padded).
 PACKING = r"""
 static void dse_pack_b(const TIN *B, int64_t ldb, int64_t K, int64_t N, int64_t k0,
-                       int64_t kc, int64_t n0, int64_t s_lo, int64_t s_hi, TIN *dst) {
+                       int64_t kc, int64_t n0, int64_t s_lo, int64_t s_hi, TIN *dst,
+                       int32_t *comp, int64_t comp_stride) {
     int64_t rows = (kc + KT - 1) / KT * (KT / VN);  /* VNNI rows of a strip */
     int64_t k_end = k0 + kc < K ? k0 + kc : K;
     for (int64_t s = s_lo; s < s_hi; s++) {
         TIN *strip = dst + s * rows * 16 * VN;
         int64_t col0 = n0 + 16 * s;
         memset(strip, 0, (size_t)rows * 16 * VN * sizeof(TIN));
+#if COMP
+        /* the column sums of each K block: VPDPBUSD multiplies A + 128, so 128 x these sums
+         * come off the product */
+        for (int64_t blk = 0; blk * KC < kc; blk++) {
+            int32_t *sums = comp + blk * comp_stride + 16 * s;
+            memset(sums, 0, 16 * sizeof(int32_t));
+            int64_t lo = k0 + blk * KC, hi = lo + KC < k_end ? lo + KC : k_end;
+            int64_t cols = N - col0 < 16 ? N - col0 : 16;
 #if B_COL
-        /* B stored N x K: each column's K values are contiguous */
-        for (int64_t n = 0; n < 16 && col0 + n < N; n++) {
-            const TIN *src = B + (col0 + n) * ldb;
-            for (int64_t k = k0; k < k_end; k++)
-                strip[((k - k0) / VN) * 16 * VN + n * VN + (k - k0) % VN] = src[k];
+            for (int64_t n = 0; n < cols; n++)
+                for (int64_t k = lo; k < hi; k++) sums[n] += B[(col0 + n) * ldb + k];
+#else
+            for (int64_t k = lo; k < hi; k++)
+                for (int64_t n = 0; n < cols; n++) sums[n] += B[k * ldb + col0 + n];
+#endif
         }
 #else
-        int64_t width = N - col0 < 16 ? N - col0 : 16;
-        for (int64_t k = k0; k < k_end; k++) {
-            const TIN *src = B + k * ldb + col0;
-            TIN *row = strip + ((k - k0) / VN) * 16 * VN + (k - k0) % VN;
-            for (int64_t n = 0; n < width; n++) row[n * VN] = src[n];
+        (void)comp; (void)comp_stride;
+#endif
+        int64_t width = N - col0 < 16 ? N - col0 : 16, depth = k_end - k0;
+#if B_COL
+        /* B stored N x K: a VNNI group of a column (VN values, 4 bytes) is contiguous */
+        for (int64_t n = 0; n < width; n++) {
+            const TIN *src = B + (col0 + n) * ldb + k0;
+            char *dst = (char *)strip + n * 4;
+            int64_t r = 0;
+            for (; (r + 1) * VN <= depth; r++) memcpy(dst + r * 64, src + r * VN, 4);
+            if (r * VN < depth)
+                memcpy(dst + r * 64, src + r * VN, (depth - r * VN) * sizeof(TIN));
+        }
+#else
+        for (int64_t r = 0; r * VN < depth; r++) {
+            TIN *row = strip + r * 16 * VN;
+            for (int v = 0; v < VN && r * VN + v < depth; v++) {
+                const TIN *src = B + (k0 + r * VN + v) * ldb + col0;
+                for (int64_t n = 0; n < width; n++) row[n * VN + v] = src[n];
+            }
         }
 #endif
     }
@@ -212,12 +308,15 @@ static int64_t dse_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; 
 /* The block loops of one thread over its region [m0, m1) x [n0, n1) of C. */
 static void dse_region(const TIN *A, int64_t lda, const TIN *B, int64_t ldb, TOUT *C,
                        int64_t ldc, int64_t M, int64_t N, int64_t K, int64_t m0, int64_t m1,
-                       int64_t n0, int64_t n1, const char *bp, int64_t bp_strip, int tid) {
-    const int64_t grow = 16 * GR, gcol = 16 * GC;
-    size_t a_bytes = (size_t)dse_round_up(MC, grow) * KC * sizeof(TIN) + 4096;
+                       int64_t n0, int64_t n1, const char *bp, int64_t bp_strip,
+                       const int32_t *comp_all, int64_t comp_stride, int tid) {
+    const int64_t grow = ROWS * GR, gcol = 16 * GC;
+    size_t a_bytes = (size_t)dse_round_up(dse_round_up(MC, grow), 16) * KC * sizeof(TIN) + 4096;
     size_t b_bytes = (size_t)dse_round_up(NC, gcol) * dse_round_up(KC, KT) * sizeof(TIN) + 4096;
-    char *abuf = PACK_A ? dse_buffer(2 * tid + 1, a_bytes) : 0;
-    char *bbuf = PACK_B_BLOCK ? dse_buffer(2 * tid + 2, b_bytes) : 0;
+    char *abuf = PACK_A ? dse_buffer(1 + 3 * tid, a_bytes) : 0;
+    char *bbuf = PACK_B_BLOCK ? dse_buffer(2 + 3 * tid, b_bytes) : 0;
+    int32_t *cbuf = COMP && PACK_B_BLOCK
+        ? dse_buffer(3 + 3 * tid, (size_t)dse_round_up(NC, gcol) * sizeof(int32_t)) : 0;
     int64_t outer_lo = B_BLOCK ? n0 : m0, outer_hi = B_BLOCK ? n1 : m1;
     int64_t outer_step = B_BLOCK ? NC : MC;
     for (int64_t o = outer_lo; o < outer_hi; o += outer_step)
@@ -231,20 +330,23 @@ static void dse_region(const TIN *A, int64_t lda, const TIN *B, int64_t ldb, TOU
             int64_t nc = n1 - jc < NC ? n1 - jc : NC;
             int64_t mc_pad = dse_round_up(mc, grow), nc_pad = dse_round_up(nc, gcol);
             const char *b, *a;
+            const int32_t *comp = 0;
             int64_t b_ss, a_ss, a_ks, a_ts;
             if (PACK_B_BLOCK) {
                 /* packed once per B block: in b_block order only where the block changes */
                 if (!B_BLOCK || in == inner_lo)
-                    dse_pack_b(B, ldb, K, N, pc, kc, jc, 0, nc_pad / 16, (TIN *)bbuf);
+                    dse_pack_b(B, ldb, K, N, pc, kc, jc, 0, nc_pad / 16, (TIN *)bbuf, cbuf, 0);
                 b = bbuf;
                 b_ss = nk * 1024;
+                comp = cbuf;
             } else {
                 b = bp + (jc / 16) * bp_strip + (pc / KT) * 1024;
                 b_ss = bp_strip;
+                if (COMP) comp = comp_all + (pc / KC) * comp_stride + jc;
             }
             if (PACK_A) {
                 if (B_BLOCK || jc == inner_lo)
-                    dse_pack_a(A, lda, M, K, ic, mc_pad, pc, kc, (TIN *)abuf);
+                    dse_pack_a(A, lda, M, K, ic, dse_round_up(mc_pad, 16), pc, kc, (TIN *)abuf);
                 a = abuf; a_ss = nk * 1024; a_ks = 1024; a_ts = 64;
             } else {
                 a = (const char *)(A + ic * lda + pc);
@@ -258,9 +360,8 @@ static void dse_region(const TIN *A, int64_t lda, const TIN *B, int64_t ldb, TOU
                         int64_t nr = jr + gcol < nc_pad ? ir : ir + grow;
                         int64_t nj = jr + gcol < nc_pad ? jr + gcol : 0;
                         const TOUT *next = ic + nr < M ? C + (ic + nr) * ldc + jc + nj : 0;
-                        dse_micro(a + (ir / 16) * a_ss, a_ss, a_ks, a_ts,
-                                  b + (jr / 16) * b_ss, b_ss, nk, C, ldc, ic + ir, jc + jr,
-                                  M < m1 ? M : m1, N < n1 ? N : n1, first, next);
+                        dse_micro(a, ir, a_ss, a_ks, a_ts, b, jr, b_ss, comp, nk, C, ldc,
+                                  ic + ir, jc + jr, m1, n1, first, next);
                     }
             } else {
                 for (int64_t jr = 0; jr < nc_pad; jr += gcol)
@@ -269,15 +370,15 @@ static void dse_region(const TIN *A, int64_t lda, const TIN *B, int64_t ldb, TOU
                         int64_t nj = ir + grow < mc_pad ? jr : jr + gcol;
                         const TOUT *next = ic + nr < M && jc + nj < N
                             ? C + (ic + nr) * ldc + jc + nj : 0;
-                        dse_micro(a + (ir / 16) * a_ss, a_ss, a_ks, a_ts,
-                                  b + (jr / 16) * b_ss, b_ss, nk, C, ldc, ic + ir, jc + jr,
-                                  M < m1 ? M : m1, N < n1 ? N : n1, first, next);
+                        dse_micro(a, ir, a_ss, a_ks, a_ts, b, jr, b_ss, comp, nk, C, ldc,
+                                  ic + ir, jc + jr, m1, n1, first, next);
                     }
             }
         }
     }
 }
 
+#define MAX_THREADS 80  /* each thread's buffers take 3 of dse_buffer's 256 slots */
 static int dse_threads = THREADS;
 
 void dse_set_threads(int n) { dse_threads = n > 0 ? n : THREADS; }
@@ -287,8 +388,8 @@ int dse_gemm(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const T
              int64_t ldb, TOUT *C, int64_t ldc) {
     if (M < 1 || N < 1 || K < 1 || !A || !B || !C || lda < K || ldb < (B_COL ? K : N)
         || ldc < N) return 1;
-    const int64_t grow = 16 * GR, gcol = 16 * GC;
-    int threads = dse_threads;
+    const int64_t grow = ROWS * GR, gcol = 16 * GC;
+    int threads = dse_threads < MAX_THREADS ? dse_threads : MAX_THREADS;
     /* the split: a tm x tn grid of thread regions, each a whole number of micro-tile grids */
     int tm = SPLIT_M ? threads : 1, tn = SPLIT_N ? threads : 1;
     if (SPLIT_M && SPLIT_N) {  /* the most square factorisation */
@@ -300,24 +401,28 @@ int dse_gemm(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const T
     int64_t strips = dse_round_up(N, gcol) / 16;
     int64_t bp_strip = dse_round_up(K, KT) / VN * 16 * VN * (int64_t)sizeof(TIN);
     char *bp = PACK_B_BLOCK ? 0 : dse_buffer(0, (size_t)(strips * bp_strip) + 4096);
-    if (!PACK_B_BLOCK && !bp) return 2;
+    int64_t comp_stride = strips * 16;
+    int32_t *comp_all = COMP && !PACK_B_BLOCK
+        ? dse_buffer(255, (size_t)((K + KC - 1) / KC * comp_stride) * sizeof(int32_t)) : 0;
+    if (!PACK_B_BLOCK && (!bp || (COMP && !comp_all))) return 2;
     #pragma omp parallel num_threads(threads)
     {
         int tid = omp_get_thread_num(), nt = omp_get_num_threads();
         if (!PACK_B_BLOCK) {
             int64_t lo = strips * tid / nt, hi = strips * (tid + 1) / nt;
-            dse_pack_b(B, ldb, K, N, 0, K, 0, lo, hi, (TIN *)bp);
+            dse_pack_b(B, ldb, K, N, 0, K, 0, lo, hi, (TIN *)bp, comp_all, comp_stride);
             #pragma omp barrier
         }
-        TILE_CONFIG();
+        if (!AVX512) TILE_CONFIG();
         for (int r = tid; r < tm * tn; r += nt) {
             int64_t m0 = (r / tn) * m_share, n0 = (r % tn) * n_share;
             int64_t m1 = m0 + m_share < M ? m0 + m_share : M;
             int64_t n1 = n0 + n_share < N ? n0 + n_share : N;
             if (m0 < m1 && n0 < n1)
-                dse_region(A, lda, B, ldb, C, ldc, M, N, K, m0, m1, n0, n1, bp, bp_strip, tid);
+                dse_region(A, lda, B, ldb, C, ldc, M, N, K, m0, m1, n0, n1, bp, bp_strip,
+                           comp_all, comp_stride, tid);
         }
-        TRELEASE();
+        if (!AVX512) TRELEASE();
     }
     return 0;
 }
@@ -341,6 +446,7 @@ def kernel_source(params: Mapping[str, Any], dtype: str, b_layout: str = "row",
     code = DTYPES[dtype]
     p = params
     split = str(p["split"])
+    vector = p.get("engine", "amx") == "avx512"
     defines = {
         "TIN": code.c_in, "TOUT": code.c_out, "KT": code.kt, "VN": code.vnni,
         "GR": int(p["grid_rows"]), "GC": int(p["grid_cols"]),
@@ -350,12 +456,17 @@ def kernel_source(params: Mapping[str, Any], dtype: str, b_layout: str = "row",
         "A_STRIP": int(p["micro_order"] == "a_strip"),
         "SPLIT_M": int(split in ("m", "mn")), "SPLIT_N": int(split in ("n", "mn")),
         "THREADS": int(p["threads"]), "B_COL": int(b_layout == "col"),
+        "AVX512": int(vector), "ROWS": 1 if vector else 16,
+        "COMP": int(vector and code.c_in == "int8_t"),
     }
     head = ["/* dse amx_gemm kernel: " + ", ".join(f"{k}={p[k]}" for k in sorted(p))
             + f"; {dtype}, B {b_layout} */"]
     if emulate:
         head.append("#define DSE_AMX_EMULATE 1")
+    if vector:
+        head.append("#define DSE_NO_TILES 1")
     head.append(support_text())
     head.append("#include <omp.h>")
     head += [f"#define {name} {value}" for name, value in defines.items()]
-    return "\n".join([*head, C_EDGES, PACKING, _micro_kernel(p, code), DRIVER])
+    micro = _vector_kernel(p, code) if vector else _micro_kernel(p, code)
+    return "\n".join([*head, C_EDGES, PACKING, micro, DRIVER])

@@ -8,7 +8,7 @@ import numpy as np
 
 from dse.core.params import ConfigBatch, Rule
 from dse.core.workload import GemmWorkload
-from evaluators.analytical.amx_gemm import CHOICE_CODES, k_tile, kept_block_bytes
+from evaluators.analytical.amx_gemm import CHOICE_CODES, grid_rows_of, k_tile, kept_block_bytes
 
 TILE_REGISTERS = 8
 
@@ -37,14 +37,15 @@ def rules(target: Any, w: GemmWorkload) -> tuple[Rule, ...]:
     """The rules of the AMX space on ``target`` for workload ``w``."""
     e, kt = w.dtype.in_bytes, k_tile(w.dtype.in_bytes)
     l2, cores = target.caches.l2_bytes, target.engine.cores
-    rows = lambda b: 16 * b["grid_rows"]  # noqa: E731
+    rows = grid_rows_of
+    vector = lambda b: b["engine"] == _code("engine", "avx512")  # noqa: E731
     cols = lambda b: 16 * b["grid_cols"]  # noqa: E731
     in_place = lambda b: b["pack_a"] == _code("pack_a", "no")  # noqa: E731
     kept = lambda b: kept_block_bytes(b, e)  # noqa: E731
     return (
         Rule("tile_registers", "the C tiles, the held operand and the stream buffers fit the 8 "
-             "tile registers",
-             lambda b: tiles_used(b) <= TILE_REGISTERS,
+             "tile registers (AMX)",
+             lambda b: vector(b) | (tiles_used(b) <= TILE_REGISTERS),
              lambda b, i: f"a {b['grid_rows'][i]}x{b['grid_cols'][i]} grid of C tiles with "
                           f"{b['stream_buffers'][i]} stream buffer(s) needs "
                           f"{int(tiles_used(b)[i])} tile registers; AMX has {TILE_REGISTERS}"),
@@ -69,6 +70,13 @@ def rules(target: Any, w: GemmWorkload) -> tuple[Rule, ...]:
              lambda b: ~in_place(b) | ((w.M % rows(b) == 0) & (w.K % kt == 0)),
              lambda b, i: f"A read in place needs M ({w.M}) a multiple of {rows(b)[i]} and K "
                           f"({w.K}) of {kt}: pack A (pack_a=yes) for this shape"),
+        Rule("amx_only", "stream buffers and the tile-load hint are AMX's: AVX-512 kernels keep "
+             "their defaults",
+             lambda b: ~vector(b) | ((b["stream_buffers"] == 1)
+                                     & (b["load_hint"] == _code("load_hint", "t0"))),
+             lambda b, i: "engine=avx512 has no tiles: stream_buffers=1 and load_hint=t0 "
+                          f"(got {b['stream_buffers'][i]} and "
+                          f"{CHOICE_CODES['load_hint'][b['load_hint'][i]]})"),
         Rule("threads", f"at most one thread per core ({cores})",
              lambda b: b["threads"] <= cores,
              lambda b, i: f"threads={b['threads'][i]} but the target has {cores} cores"),

@@ -21,7 +21,8 @@ from evaluators.analytical.amx_gemm import CHOICE_CODES, k_tile
 from search_spaces.amx_gemm.rules import rules
 
 GRID = (1, 2, 3, 4)  # C tiles along each side of the micro-kernel's grid
-BLOCK_ROWS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
+BLOCK_ROWS = (4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072,
+              4096)
 BLOCK_DEPTHS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 SEARCHED = ("grid_rows", "grid_cols", "mc", "kc", "nc")
 FREE_VALUES: dict[str, tuple[int, ...]] = {"stream_buffers": (1, 2), "k_unroll": (1, 2, 4),
@@ -44,6 +45,7 @@ HELP = {
     "prefetch_c": "prefetch the next micro-tile's C lines",
     "split": "how C is split over the threads: by rows, by columns or both",
     "threads": "threads (one per core)",
+    "engine": "the units that multiply: AMX tiles, or AVX-512 VNNI / BF16 rows (small M)",
 }
 
 
@@ -53,12 +55,12 @@ def _params() -> dict[str, Param]:
         IntParam("grid_cols", HELP["grid_cols"], 1, 4),
         IntParam("stream_buffers", HELP["stream_buffers"], 1, 2),
         IntParam("k_unroll", HELP["k_unroll"], 1, 8),
-        IntParam("mc", HELP["mc"], 16),
+        IntParam("mc", HELP["mc"], 1),
         IntParam("kc", HELP["kc"], 32),
         IntParam("nc", HELP["nc"], 16),
         *(ChoiceParam(name, HELP[name], choices) for name, choices in CHOICE_CODES.items()),
         IntParam("prefetch", HELP["prefetch"], 0, 16),
-        IntParam("threads", HELP["threads"], 1, 1024),
+        IntParam("threads", HELP["threads"], 1, 64),
     ]
     return {p.name: p for p in params}
 
@@ -100,7 +102,7 @@ class AmxGemmSpace(SearchSpace):
         return {"stream_buffers": 1, "k_unroll": 2, "pack_a": "yes", "pack_b": "gemm",
                 "block_order": "b_block", "micro_order": "a_strip", "load_hint": "t0",
                 "prefetch": 0, "prefetch_c": "yes", "split": "m",
-                "threads": self.target.engine.cores}
+                "threads": self.target.engine.cores, "engine": "amx"}
 
     def values(self, name: str) -> list[Any]:
         """The values enumeration and the Optuna encoding search for ``name``."""
@@ -109,8 +111,10 @@ class AmxGemmSpace(SearchSpace):
             return list(GRID)
         if name in ("mc", "nc"):
             dim = w.M if name == "mc" else w.N
-            fits = {_round_up(dim, 16 * g) for g in GRID}  # a block of the whole matrix
-            return sorted({v for v in BLOCK_ROWS if v < dim} | fits)
+            units = (1, 16) if name == "mc" else (16,)  # an AVX-512 grid row is one A row
+            fits = {_round_up(dim, u * g) for g in GRID for u in units}  # the whole matrix
+            least = 1 if name == "mc" else 16
+            return sorted({v for v in BLOCK_ROWS if least <= v < dim} | fits)
         if name == "kc":
             kt = k_tile(w.dtype.in_bytes)
             return sorted({v for v in BLOCK_DEPTHS if v < w.K} | {_round_up(w.K, kt)})

@@ -4,6 +4,7 @@ level, and the model's calibratable costs. ``dse amx probe`` writes one measured
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,12 +19,13 @@ OPS_PER_TDP = {"int8": 2 * 16 * 16 * 64, "bf16": 2 * 16 * 16 * 32}
 
 @dataclass(frozen=True)
 class Engine:
-    """The tile engine of one core: cycles between tile multiplies and the clock they run at;
-    ``cores`` 0 means every core this process may use."""
+    """The matrix engines of one core: cycles between tile multiplies, the vector units' int8
+    MACs a cycle, and the clock; ``cores`` 0 means every core this process may use."""
 
     cores: int = field(metadata=ZERO_OK)
     clock_hz: float
     tdp_cycles: float
+    vector_macs_per_cycle: float  # int8 MACs of the AVX-512 VNNI units a cycle (bf16: half)
 
 
 @dataclass(frozen=True)
@@ -95,5 +97,5 @@ def amx_target_from_dict(raw: Mapping[str, Any], source: str = "<dict>") -> AmxT
     caches = CacheSpec(*(getattr(declared, f) or getattr(found, f) or default
                          for f, default in (("l1_bytes", 48 << 10), ("l2_bytes", 2 << 20),
                                             ("l3_bytes", 32 << 20))))
-    engine = Engine(engine.cores or system_cores(), engine.clock_hz, engine.tdp_cycles)
+    engine = dataclasses.replace(engine, cores=engine.cores or system_cores())
     return AmxTarget(engine=engine, caches=caches, **values)

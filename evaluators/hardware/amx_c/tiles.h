@@ -13,9 +13,9 @@
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 
-/* The Linux permission to use the tile state; 0 on success. */
+/* The Linux permission to use the tile state; 0 on success (and where no tile is used). */
 int dse_amx_request(void) {
-#ifdef DSE_AMX_EMULATE
+#if defined(DSE_AMX_EMULATE) || defined(DSE_NO_TILES)
     return 0;
 #else
     return (int)syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA);
