@@ -16,8 +16,10 @@ The Llama-3.1-8B shapes multiply activations by weights stored as PyTorch stores
 B column-major): decode at batch 32 and a prefill of 512 tokens. Targets at 4096^3 on every
 core: int8 at >= 2x oneDNN and >= 50 % of the probe, bf16 at >= 1.5x and >= 50 %.
 
-``--emulate`` checks the plumbing on a CPU without AMX (tiles computed in C, small shapes): its
-figures mean nothing.
+``--engine avx512`` tunes and measures the AVX-512 kernels (the space's small-M engine) instead,
+on the decode shapes by default: it runs on any CPU with AVX-512 VNNI and BF16, AMX or not (no
+AMX probe then). ``--emulate`` checks the plumbing on a CPU without AMX (tiles computed in C,
+small shapes): its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -37,16 +39,22 @@ SQUARE = ("1024x1024x1024", "4096x4096x4096")
 LLAMA = ("32x4096x4096", "32x4096x14336", "32x14336x4096", "512x4096x4096", "512x4096x14336",
          "512x14336x4096")
 EMULATED = ("64x256x96", "48x320x64")
+DECODE = ("1x4096x4096", "8x4096x4096", "32x4096x4096", "32x4096x14336")
 TARGETS = {("int8", "4096x4096x4096"): (2.0, 0.5), ("bf16", "4096x4096x4096"): (1.5, 0.5)}
 DTYPES = {"int8": "int8-int32", "bf16": "bf16-fp32"}
 
 
-def study_dict(dtype: str, shape: str, keep: int, emulate: bool) -> dict:
+def study_dict(dtype: str, shape: str, keep: int, emulate: bool, engine: str = "amx") -> dict:
     """The shipped study of ``dtype`` with its workload set to ``shape`` (weights column-major
-    for the model's shapes) and ``keep`` configs measured."""
+    for the model's shapes), ``keep`` configs measured, and the AVX-512 engine alone when
+    ``engine`` says so."""
     spec = yaml.safe_load((STUDIES / f"amx_{dtype}.yaml").read_text())
-    if shape != "4096x4096x4096" or emulate:
-        spec["name"] = f"amx_{dtype}_{shape}"
+    if engine == "avx512":
+        spec["space"] = {"fix": {"engine": "avx512"},
+                         "free": ["pack_b", "block_order", "micro_order", "split"]}
+        spec["ladder"][1]["options"] = {"engine": "avx512"}
+    if shape != "4096x4096x4096" or emulate or engine != "amx":
+        spec["name"] = f"amx_{dtype}_{shape}" + ("" if engine == "amx" else f"_{engine}")
         spec["workload"] = {"shape": shape, "dtype": DTYPES[dtype],
                             "b_layout": "row" if shape in SQUARE else "col"}
     spec["ladder"][0]["keep"] = keep
@@ -55,7 +63,8 @@ def study_dict(dtype: str, shape: str, keep: int, emulate: bool) -> dict:
     return spec
 
 
-def tuned_best(dtype: str, shape: str, keep: int, storage: str, emulate: bool) -> tuple:
+def tuned_best(dtype: str, shape: str, keep: int, storage: str, emulate: bool,
+               engine: str) -> tuple:
     """Run (or resume) the ladder study; its best measured config and the study's context."""
     from dse import load_trials
     from dse.core import build_context
@@ -63,7 +72,7 @@ def tuned_best(dtype: str, shape: str, keep: int, storage: str, emulate: bool) -
     from dse.study.runner import run_study
     from dse.study.spec import study_from_dict
 
-    spec = study_from_dict(study_dict(dtype, shape, keep, emulate), f"<{dtype} {shape}>")
+    spec = study_from_dict(study_dict(dtype, shape, keep, emulate, engine), f"<{dtype} {shape}>")
     started = time.perf_counter()
     run_study(spec, storage)
     frame = load_trials(storage, spec.name)
@@ -111,11 +120,13 @@ def onednn(dtype: str, ctx, threads: int) -> tuple[float, bool]:
     return statistics.median(times), bool(error <= tolerance)
 
 
-def compare(dtype: str, shape: str, params: dict, ctx, runs: int, emulate: bool) -> list[dict]:
+def compare(dtype: str, shape: str, params: dict, ctx, runs: int, emulate: bool,
+            engine: str) -> list[dict]:
     """``runs`` rounds of probe, dse's best and oneDNN, one after another in this process."""
     from evaluators.hardware.amx import AmxEvaluator
 
-    evaluator = AmxEvaluator(emulate=emulate, max_repeats=10)
+    evaluator = AmxEvaluator(emulate=emulate, max_repeats=10,
+                             engine="avx512" if engine == "avx512" else None)
     ops = 2.0 * ctx.workload.M * ctx.workload.N * ctx.workload.K
     rows = []
     try:
@@ -131,7 +142,7 @@ def compare(dtype: str, shape: str, params: dict, ctx, runs: int, emulate: bool)
             row["vs_onednn"] = row["dse"] / row["onednn"]
             row["of_probe"] = row["dse"] / row["probe"]
             rows.append(row)
-            print(f"    run {row['run']}: dse {row['dse']:6.2f}  oneDNN {row['onednn']:6.2f}  "
+            print(f"    run {row['run']}: dse {row['dse']:6.3f}  oneDNN {row['onednn']:6.3f}  "
                   f"probe {row['probe']:6.2f} TOPS   {row['vs_onednn']:.2f}x oneDNN, "
                   f"{row['of_probe']:.0%} of the probe", flush=True)
     finally:
@@ -151,31 +162,34 @@ def main() -> int:
     parser.add_argument("--storage", help="results database (default: a temporary file)")
     parser.add_argument("--emulate", action="store_true",
                         help="emulated tiles on small shapes: checks the plumbing only")
+    parser.add_argument("--engine", choices=("amx", "avx512"), default="amx",
+                        help="avx512: the small-M kernels alone, on the decode shapes")
     args = parser.parse_args()
-    from evaluators.hardware.amx_detect import amx_problem
+    from evaluators.hardware.amx_detect import amx_problem, vector_problem
 
-    problem = amx_problem()
+    problem = (vector_problem("int8-int32") or vector_problem("bf16-fp32")
+               if args.engine == "avx512" else amx_problem())
     if problem and not args.emulate:
         print(f"cannot run: {problem}", file=sys.stderr)
         return 2
     if args.emulate:
         print("EMULATED TILES: correct products, meaningless times", flush=True)
     shapes = args.shapes.split(",") if args.shapes else (
-        EMULATED if args.emulate else (*SQUARE, *LLAMA))
+        EMULATED if args.emulate else DECODE if args.engine == "avx512" else (*SQUARE, *LLAMA))
     dtypes = ("int8", "bf16") if args.dtype == "both" else (args.dtype,)
     storage = args.storage or str(Path(tempfile.mkdtemp()) / "amx.db")
     missed = []
     for dtype in dtypes:
         for shape in shapes:
             print(f"{dtype} {shape}", flush=True)
-            params, ctx = tuned_best(dtype, shape, args.keep, storage, args.emulate)
-            rows = compare(dtype, shape, params, ctx, args.runs, args.emulate)
+            params, ctx = tuned_best(dtype, shape, args.keep, storage, args.emulate, args.engine)
+            rows = compare(dtype, shape, params, ctx, args.runs, args.emulate, args.engine)
             ratios = [r["vs_onednn"] for r in rows]
             shares = [r["of_probe"] for r in rows]
             print(f"  {dtype} {shape}: {min(ratios):.2f}-{max(ratios):.2f}x oneDNN, "
                   f"{min(shares):.0%}-{max(shares):.0%} of the same-run probe over "
                   f"{len(rows)} runs", flush=True)
-            goal = TARGETS.get((dtype, shape))
+            goal = TARGETS.get((dtype, shape)) if args.engine == "amx" else None
             if goal and not args.emulate and (statistics.median(ratios) < goal[0]
                                                or statistics.median(shares) < goal[1]):
                 missed.append(f"{dtype} {shape}: wanted >= {goal[0]}x oneDNN and "
