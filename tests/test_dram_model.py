@@ -67,5 +67,5 @@ def test_runs_of_rows_shorter_than_a_page_share_its_opening():
                  for s in (short, long)]
     col_major = [score_one("xdna2", "int8-int8", s, "col", **kernel)["dram_gbps"]
                  for s in (short, long)]
-    assert row_major[0] > 1.3 * row_major[1]
+    assert row_major[0] > 1.2 * row_major[1]
     assert col_major[0] == pytest.approx(col_major[1], rel=0.02)

@@ -4,7 +4,9 @@ that alters results under the same version would have results of the old code se
 current. Each version's results on a fixed sample of every space's configs are fingerprinted
 in ``tests/data/analytical_fingerprints.json``: a change that alters them fails here until the
 evaluator gets a new version and its fingerprints are recorded with
-``.venv/bin/python -m tests.test_model_versions --update``."""
+``.venv/bin/python -m tests.test_model_versions --update``. The event simulator's results are
+fingerprinted the same way, on a smaller sample of the XDNA spaces, in
+``tests/data/simulator_fingerprints.json``."""
 
 from __future__ import annotations
 
@@ -21,13 +23,18 @@ import pytest
 from dse.core.params import batch_len, batch_take
 from dse.core.registry import analytical_spaces, build_context, target_path
 from evaluators.analytical import AnalyticalEvaluator
+from evaluators.simulator import SimulatorEvaluator
 
 FINGERPRINTS = Path(__file__).with_name("data") / "analytical_fingerprints.json"
+SIM_FINGERPRINTS = Path(__file__).with_name("data") / "simulator_fingerprints.json"
 SAMPLE = 400  # configs a case evaluates, spread evenly over its space's box
+SIM_SAMPLE = 24  # the simulator's (tens of ms a config)
 # (target, dtype, shape): every space the evaluator scores, at a shape with infeasible and
 # feasible configs; the cpu target gets fixed cache sizes (it reads 0s from the machine)
 CASES = {"xdna": ("xdna", "int8-int8", "1024x1024x1024"),
          "xdna2": ("xdna2", "bf16-bf16", "2048x2048x2048"),
+         # a row-major B: what XDNA2's read merge moves (an optional fourth item: B's layout)
+         "xdna2-row-b": ("xdna2", "int8-int16", "2048x2048x2048", "row"),
          "ascend-950pr": ("ascend-950pr", "bf16-bf16", "4x1024x1024x1024"),
          "h200": ("h200", "bf16-bf16", "4096x4096x4096"),
          "h200-decode": ("h200", "bf16-bf16", "64x4096x4096"),
@@ -35,6 +42,7 @@ CASES = {"xdna": ("xdna", "int8-int8", "1024x1024x1024"),
          "cpu": ("cpu", "fp32-fp32", "256x256x256"),
          "tpu-v1": ("tpu-v1", "int8-int32", "1024x1024x1024"),
          "edge-npu-mix": ("edge-npu", "int8-int8", "1x2048x2048*4,256x2304x196")}
+SIM_CASES = ("xdna", "xdna2", "xdna2-row-b")
 CPU_CACHES = {"l1_bytes": 49152, "l2_bytes": 2097152, "l3_bytes": 33554432}
 
 
@@ -55,17 +63,19 @@ def _value(v: Any) -> Any:
     return v
 
 
-def fingerprint(case: str) -> str:
-    """A digest of the evaluator's results (status, reason, metrics) on the case's sample."""
-    target, dtype, shape = CASES[case]
+def fingerprint(case: str, evaluator: Any = None, sample: int = SAMPLE) -> str:
+    """A digest of the evaluator's results (status, reason, metrics) on the case's sample
+    (the analytical evaluator unless another is given)."""
+    evaluator = evaluator or AnalyticalEvaluator()
+    target, dtype, shape, *layout = CASES[case]
     with tempfile.TemporaryDirectory() as folder:
         if target == "cpu":
             target = _cpu_target_file(Path(folder))
-        ctx = build_context(target, dtype, shape)
+        ctx = build_context(target, dtype, shape, *layout)
         batch, _ = ctx.space.enumerate()
         n = batch_len(batch)
-        picked = np.unique(np.linspace(0, n - 1, min(SAMPLE, n)).astype(np.int64))
-        results = AnalyticalEvaluator().evaluate(batch_take(batch, picked), ctx)
+        picked = np.unique(np.linspace(0, n - 1, min(sample, n)).astype(np.int64))
+        results = evaluator.evaluate(batch_take(batch, picked), ctx)
     rows = [[r.status.value, r.reason, sorted((k, _value(v)) for k, v in r.metrics.items())]
             for r in results]
     assert any(r.ok for r in results), case  # the sample holds scored configs
@@ -91,12 +101,37 @@ def test_results_change_only_with_the_version(case):
         ".venv/bin/python -m tests.test_model_versions --update")
 
 
+def sim_fingerprint(case: str) -> str:
+    """The simulator's digest of the case (a smaller sample)."""
+    return fingerprint(case, SimulatorEvaluator(), SIM_SAMPLE)
+
+
+@pytest.mark.parametrize("case", SIM_CASES)
+def test_simulator_results_change_only_with_its_version(case):
+    version = SimulatorEvaluator.version
+    recorded = json.loads(SIM_FINGERPRINTS.read_text())
+    assert version in recorded, (
+        f"simulator version {version} has no fingerprints: record them with "
+        ".venv/bin/python -m tests.test_model_versions --update")
+    assert sim_fingerprint(case) == recorded[version][case], (
+        f"the simulator's results for {case} changed under version {version}: give "
+        "SimulatorEvaluator a new version (say why beside it) and record its fingerprints with "
+        ".venv/bin/python -m tests.test_model_versions --update")
+
+
+def _record(path: Path, version: str, digests: dict[str, str]) -> None:
+    recorded = json.loads(path.read_text()) if path.exists() else {}
+    recorded[version] = digests
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+    print(f"recorded version {version} in {path}")
+
+
 def _update() -> None:
-    recorded = json.loads(FINGERPRINTS.read_text()) if FINGERPRINTS.exists() else {}
-    recorded[AnalyticalEvaluator.version] = {case: fingerprint(case) for case in sorted(CASES)}
-    FINGERPRINTS.parent.mkdir(exist_ok=True)
-    FINGERPRINTS.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
-    print(f"recorded version {AnalyticalEvaluator.version} in {FINGERPRINTS}")
+    _record(FINGERPRINTS, AnalyticalEvaluator.version,
+            {case: fingerprint(case) for case in sorted(CASES)})
+    _record(SIM_FINGERPRINTS, SimulatorEvaluator.version,
+            {case: sim_fingerprint(case) for case in SIM_CASES})
 
 
 if __name__ == "__main__":

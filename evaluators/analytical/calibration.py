@@ -24,6 +24,7 @@ from dse.core.workload import GemmWorkload
 from evaluators.analytical import paper_data
 from evaluators.analytical.layout_sweep import encode_point, layout_sweep
 from evaluators.analytical.paper_data import EndToEndPoint, KernelPoint
+from evaluators.analytical.read_merge_bound import centred_read_merge
 from evaluators.analytical.xdna_gemm import score
 from evaluators.analytical.xdna_kernel import macs_per_cycle
 from search_spaces.xdna_gemm.target import XdnaTarget
@@ -206,20 +207,21 @@ def derive_xdna2_dram(xdna: XdnaTarget, xdna2: XdnaTarget) -> XdnaTarget:
     writes (the memory controller combines writes). The merging of a row-major B's column
     reads is not: it depends on the SoC path delivering them together (the paper puts XDNA2's
     larger layout effect down to the NoC, the SoC interconnect and the DRAM), and no XDNA2
-    row-major measurement is published to fit it. The paper's account of them -- a row-major B
-    contiguous only over n_ct, results that scatter -- is what reads that do not merge give,
-    so the file's ``read_merge`` (0) is kept; ``dse calibrate`` refits it from row-major
-    measurements.
+    row-major measurement is published to fit it. It is bounded by what the paper says of the
+    layout results instead, and the centre of the bound is taken
+    (:mod:`evaluators.analytical.read_merge_bound`); ``dse calibrate`` refits it from
+    row-major measurements.
     """
     d1, d2 = xdna.dram, xdna2.dram
     scale = d2.microbenchmark_bytes_per_s / d1.microbenchmark_bytes_per_s
-    return with_values(xdna2, dram={"peak_bytes_per_s": d1.peak_bytes_per_s * scale,
-                                    "run_knee_bytes": d1.run_knee_bytes,
-                                    "run_knee_sharpness": d1.run_knee_sharpness,
-                                    "write_merge": d1.write_merge,
-                                    "write_efficiency": d1.write_efficiency},
-                       overheads={"dispatch_s": xdna.overheads.dispatch_s,
-                                  "bd_reconfig_s": xdna.overheads.bd_reconfig_s})
+    derived = with_values(xdna2, dram={"peak_bytes_per_s": d1.peak_bytes_per_s * scale,
+                                       "run_knee_bytes": d1.run_knee_bytes,
+                                       "run_knee_sharpness": d1.run_knee_sharpness,
+                                       "write_merge": d1.write_merge,
+                                       "write_efficiency": d1.write_efficiency},
+                          overheads={"dispatch_s": xdna.overheads.dispatch_s,
+                                     "bd_reconfig_s": xdna.overheads.bd_reconfig_s})
+    return with_values(derived, dram={"read_merge": centred_read_merge(derived)})
 
 
 def simulate_point(target: XdnaTarget, point: EndToEndPoint, **params: Any) -> dict:

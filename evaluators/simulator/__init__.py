@@ -90,7 +90,8 @@ class SimulatorEvaluator(Evaluator):
 
     name: ClassVar[str] = "simulator"
     # 2: the analytical model's version 4 kernel and DRAM merges
-    version: ClassVar[str] = "2"
+    # 3: the analytical model's version 5 read merge on XDNA2 (a row-major B's reads)
+    version: ClassVar[str] = "3"
     fidelity: ClassVar[str] = "simulator"
     spaces: ClassVar[tuple[str, ...]] = ("xdna_gemm",)  # search spaces it can score
     capabilities: ClassVar[Capabilities] = Capabilities(timeline=True)
