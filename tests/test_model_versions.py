@@ -87,18 +87,23 @@ def test_every_space_the_evaluator_scores_has_a_case():
     assert spaces == set(analytical_spaces())
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_results_change_only_with_the_version(case):
-    version = AnalyticalEvaluator.version
-    recorded = json.loads(FINGERPRINTS.read_text())
+def _check(evaluator: Any, path: Path, case: str, digest: str) -> None:
+    """The case's digest is the one recorded for the evaluator's version."""
+    version, name = evaluator.version, evaluator.name
+    recorded = json.loads(path.read_text())
     assert version in recorded, (
-        f"analytical version {version} has no fingerprints: record them with "
+        f"{name} version {version} has no fingerprints: record them with "
         ".venv/bin/python -m tests.test_model_versions --update")
-    assert fingerprint(case) == recorded[version][case], (
-        f"the analytical evaluator's results for {case} changed under version {version}: "
-        "results stored by the old code would be served as current. Give AnalyticalEvaluator "
+    assert digest == recorded[version][case], (
+        f"the {name} evaluator's results for {case} changed under version {version}: results "
+        f"stored by the old code would be served as current. Give {type(evaluator).__name__} "
         "a new version (say why beside it) and record its fingerprints with "
         ".venv/bin/python -m tests.test_model_versions --update")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_results_change_only_with_the_version(case):
+    _check(AnalyticalEvaluator(), FINGERPRINTS, case, fingerprint(case))
 
 
 def sim_fingerprint(case: str) -> str:
@@ -108,15 +113,7 @@ def sim_fingerprint(case: str) -> str:
 
 @pytest.mark.parametrize("case", SIM_CASES)
 def test_simulator_results_change_only_with_its_version(case):
-    version = SimulatorEvaluator.version
-    recorded = json.loads(SIM_FINGERPRINTS.read_text())
-    assert version in recorded, (
-        f"simulator version {version} has no fingerprints: record them with "
-        ".venv/bin/python -m tests.test_model_versions --update")
-    assert sim_fingerprint(case) == recorded[version][case], (
-        f"the simulator's results for {case} changed under version {version}: give "
-        "SimulatorEvaluator a new version (say why beside it) and record its fingerprints with "
-        ".venv/bin/python -m tests.test_model_versions --update")
+    _check(SimulatorEvaluator(), SIM_FINGERPRINTS, case, sim_fingerprint(case))
 
 
 def _record(path: Path, version: str, digests: dict[str, str]) -> None:
