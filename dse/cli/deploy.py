@@ -130,6 +130,26 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_build(args: argparse.Namespace) -> int:
+    """``dse dispatch build``: the table's kernels, its dispatch and a general kernel for any
+    shape compiled into one shared library and its header, by the table's family."""
+    from dse.core.errors import UsageError
+    from dse.core.registry import families
+    from dse.deploy.table import read_table
+
+    table = read_table(args.table)
+    family = families().get(str(table.get("space")))
+    if family is None or family.build_library is None:
+        builders = sorted(name for name, f in families().items() if f.build_library)
+        raise UsageError(f"{args.table}: the {table.get('space')!r} family builds no library; "
+                         f"tables of {', '.join(builders) or 'no family'} can be built")
+    options = {"emulate": True} if args.emulate else {}
+    paths = family.build_library(table, args.out, **options)
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """``dse dispatch check``: each shape's kernel by the table's rules against the shape's own
     optimum."""
@@ -180,7 +200,7 @@ def cmd_cover_report(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    """``dse cover``, ``dse dispatch export|check`` and ``dse cover-report``."""
+    """``dse cover``, ``dse dispatch export|build|check`` and ``dse cover-report``."""
     cover = sub.add_parser("cover", help="the few kernels that serve a study's mix best, the "
                            "curve of throughput against their number, the dispatch table")
     cover.add_argument("study", type=study_name)
@@ -196,7 +216,7 @@ def add_commands(sub: Any) -> None:
     cover.add_argument("--json", action="store_true")
     cover.set_defaults(func=cmd_cover)
 
-    dispatch = sub.add_parser("dispatch", help="export or audit a dispatch table")
+    dispatch = sub.add_parser("dispatch", help="export, build or audit a dispatch table")
     verbs = dispatch.add_subparsers(dest="verb", required=True)
     export = verbs.add_parser("export", help="a dispatch table as a C header or Python module")
     export.add_argument("table", help="a dispatch table (dse cover --out)")
@@ -204,6 +224,13 @@ def add_commands(sub: Any) -> None:
     export.add_argument("--python", metavar="OUT.py", help="write a Python module")
     export.add_argument("--name", default="dse", help="the C header's prefix (default dse)")
     export.set_defaults(func=cmd_export)
+    build = verbs.add_parser("build", help="a table's kernels as a shared library a program "
+                             "links (and its header)")
+    build.add_argument("table", help="a dispatch table (dse cover --out)")
+    build.add_argument("--out", required=True, metavar="libdsegemm.so")
+    build.add_argument("--emulate", action="store_true",
+                       help="AMX tiles computed in C (checks on a CPU without AMX; slow)")
+    build.set_defaults(func=cmd_build)
     check = verbs.add_parser("check", help="a table's loss on any shapes against their optima")
     check.add_argument("table", help="a dispatch table (dse cover --out)")
     check.add_argument("--shapes", help="MxKxN[*WEIGHT],... (weight: how often it runs)")
