@@ -291,6 +291,9 @@ def test_a_copy_with_its_wal_in_a_folder_one_cannot_write_is_read_whole(stored, 
 FULL_DISK = """
 mount -t tmpfs -o size=2m tmpfs "$1" && cd "$1" || exit 99
 cp "$2/big.yaml" big.yaml
+head -c 3000000 /dev/zero >filler 2>/dev/null  # no room even for a new store's tables
+python -m dse.cli run big.yaml --storage new.db >/dev/null 2>"$2/new.err"; echo $? >"$2/new.rc"
+rm -f filler new.db*
 python -m dse.cli run big.yaml --storage r.db >/dev/null 2>"$2/full.err"; echo $? >"$2/full.rc"
 python -m dse.cli studies --storage r.db --json >"$2/kept.json"
 mount -o remount,size=64m tmpfs "$1"  # space again
@@ -316,6 +319,9 @@ def test_a_full_disk_says_what_was_kept_and_the_run_resumes(tmp_path):
                                f"{os.environ['PATH']}", "PYTHONPATH": str(Path.cwd())})
     if done.returncode == 99 or not (tmp_path / "full.rc").exists():
         pytest.skip(f"no small tmpfs can be mounted here: {done.stderr[-300:]}")
+    new = (tmp_path / "new.err").read_text()
+    assert (tmp_path / "new.rc").read_text().strip() == "1", new
+    assert f"the disk of {disk}/new.db is full" in new and "no study was written" in new, new
     full = (tmp_path / "full.err").read_text()
     assert (tmp_path / "full.rc").read_text().strip() == "1", full
     assert "Traceback" not in full, full

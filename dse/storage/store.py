@@ -101,6 +101,10 @@ class ResultStore(StudyReads, RunWrites):
                 self._check_integrity()
                 self._migrate()
         except (OperationalError, DBAPIError) as exc:
+            if disk_full(exc.orig):
+                raise DiskFullError(f"the disk of {self.safe_url} is full ({exc.orig}): no "
+                                    "study was written into it; free some space and run the "
+                                    "command again") from None
             raise StorageError(f"cannot use storage {self.safe_url}: {exc.orig}"
                                f"{missing_database_hint(make_url(self.url), str(exc.orig))}"
                                ) from None
