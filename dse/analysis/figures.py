@@ -263,7 +263,7 @@ def pareto_figure(ok: pd.DataFrame, front: pd.DataFrame,
         return explorer_figure(front, list(params), names[1], columns=names,
                                colour=names[2], behind=_dominated(ok, front),
                                title=f"Pareto front, {len(names)} objectives ({len(front)} "
-                                     "configs; dominated trials in grey)")
+                                     "configs)")
     (mx, _), (my, _) = objectives[0], objectives[1]
     dominated = _dominated(ok, front)
     fig = go.Figure([go.Scatter(x=dominated[mx], y=dominated[my], mode="markers",
