@@ -330,7 +330,7 @@ def test_trials_is_refused_for_a_ladder_study(tmp_path, capsys):
 def test_calibrate_names_a_bad_against(study, capsys):
     _, storage = study
     _refused(capsys, ["calibrate", "small", "--storage", storage, "--against", "nonexist"],
-             "--against: unknown evaluator 'nonexist'; valid: analytical")
+             "--against: unknown evaluator 'nonexist'; valid: amx, analytical")
     _refused(capsys, ["calibrate", "small", "--storage", storage, "--against", "analytical"],
              "not its own")
 

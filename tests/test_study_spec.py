@@ -71,8 +71,9 @@ def test_defaults_and_relative_target_path(tmp_path):
     ("target: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\nbudget: {trials: 1}\n",
      r"key 'name': missing is not valid"),
     ("name: x\ntarget: xdna9\nworkload: {shape: 64x64x64, dtype: int8-int8}\n",
-     r"key 'target': unknown target 'xdna9'; valid: ascend-950pr, cpu, edge-npu, h100, h200, "
-     r"tpu-v1, tpu-v2, tpu-v3, tpu-v4, xdna, xdna2"),
+     r"key 'target': unknown target 'xdna9' \(did you mean 'xdna' or 'xdna2'\?\); valid: "
+     r"ascend-950pr, cpu, cpu-amx, edge-npu, h100, h200, tpu-v1, tpu-v2, tpu-v3, tpu-v4, xdna, "
+     r"xdna2"),
     ("name: x\ntarget: xdna2\nworkload: {shape: 64x64, dtype: int8-int8}\n",
      r"key 'workload': shape '64x64' is not of the form"),
     ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int4-int8}\n",
@@ -96,7 +97,7 @@ def test_defaults_and_relative_target_path(tmp_path):
     ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\nsampler: cmaes\n"
      "objectives: [tops, l1_bytes]\nbudget: {trials: 1}\n", r"cmaes optimises one objective"),
     ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\n"
-     "evaluator: oracle\nbudget: {trials: 1}\n", r"key 'evaluator.name'.*allowed: analytical"),
+     "evaluator: oracle\nbudget: {trials: 1}\n", r"key 'evaluator.name'.*allowed: amx, analytical"),
     ("name: x\ntarget: xdna2\n", r"give exactly one of 'workload'"),
     ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\n"
      "space: {constraints: [tight]}\nbudget: {trials: 1}\n",
