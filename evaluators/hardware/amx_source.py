@@ -233,6 +233,62 @@ C_EDGES = r"""
 # Packing: B to VNNI strips of 16 columns (K rows of a strip contiguous, zero-padded to whole
 # tiles and to whole column grids), A to 1 KiB tiles (16 rows x 64 bytes, zero-padded).
 PACKING = r"""
+/* 16 VNNI rows (1 KiB: 16 columns x 64 bytes of K) of B from k, col0, all inside B. */
+static inline void dse_pack_chunk(const TIN *B, int64_t ldb, int64_t k, int64_t col0, char *out) {
+#if B_COL
+    /* each column's 64 bytes are contiguous: a 16 x 16 transpose of 4-byte groups */
+    __m512i r[16], t[16];
+    for (int n = 0; n < 16; n++) r[n] = _mm512_loadu_si512(B + (col0 + n) * ldb + k);
+    for (int n = 0; n < 16; n += 2) {
+        t[n] = _mm512_unpacklo_epi32(r[n], r[n + 1]);
+        t[n + 1] = _mm512_unpackhi_epi32(r[n], r[n + 1]);
+    }
+    for (int n = 0; n < 16; n += 4) {
+        r[n] = _mm512_unpacklo_epi64(t[n], t[n + 2]);
+        r[n + 1] = _mm512_unpackhi_epi64(t[n], t[n + 2]);
+        r[n + 2] = _mm512_unpacklo_epi64(t[n + 1], t[n + 3]);
+        r[n + 3] = _mm512_unpackhi_epi64(t[n + 1], t[n + 3]);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int j = 0; j < 4; j++) {
+            t[h + j] = _mm512_shuffle_i32x4(r[h + j], r[h + 4 + j], 0x88);
+            t[h + 4 + j] = _mm512_shuffle_i32x4(r[h + j], r[h + 4 + j], 0xDD);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xDD);
+    }
+    for (int g = 0; g < 16; g++) _mm512_storeu_si512(out + 64 * g, r[g]);
+#else
+    for (int g = 0; g < 16; g++) {
+        const char *src = (const char *)(B + (k + g * VN) * ldb + col0);
+        char *row = out + 64 * g;
+        if (VN == 4) {
+            __m128i r0 = _mm_loadu_si128((const __m128i *)src);
+            __m128i r1 = _mm_loadu_si128((const __m128i *)(src + ldb));
+            __m128i r2 = _mm_loadu_si128((const __m128i *)(src + 2 * ldb));
+            __m128i r3 = _mm_loadu_si128((const __m128i *)(src + 3 * ldb));
+            __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
+            __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
+            _mm_storeu_si128((__m128i *)row, _mm_unpacklo_epi16(t0, t2));
+            _mm_storeu_si128((__m128i *)(row + 16), _mm_unpackhi_epi16(t0, t2));
+            _mm_storeu_si128((__m128i *)(row + 32), _mm_unpacklo_epi16(t1, t3));
+            _mm_storeu_si128((__m128i *)(row + 48), _mm_unpackhi_epi16(t1, t3));
+        } else {
+            const char *next = src + ldb * (int64_t)sizeof(TIN);
+            __m128i a0 = _mm_loadu_si128((const __m128i *)src);
+            __m128i a1 = _mm_loadu_si128((const __m128i *)(src + 16));
+            __m128i b0 = _mm_loadu_si128((const __m128i *)next);
+            __m128i b1 = _mm_loadu_si128((const __m128i *)(next + 16));
+            _mm_storeu_si128((__m128i *)row, _mm_unpacklo_epi16(a0, b0));
+            _mm_storeu_si128((__m128i *)(row + 16), _mm_unpackhi_epi16(a0, b0));
+            _mm_storeu_si128((__m128i *)(row + 32), _mm_unpacklo_epi16(a1, b1));
+            _mm_storeu_si128((__m128i *)(row + 48), _mm_unpackhi_epi16(a1, b1));
+        }
+    }
+#endif
+}
+
 static void dse_pack_b(const TIN *B, int64_t ldb, int64_t K, int64_t N, int64_t k0,
                        int64_t kc, int64_t n0, int64_t s_lo, int64_t s_hi, TIN *dst,
                        int32_t *comp, int64_t comp_stride) {
@@ -262,18 +318,22 @@ static void dse_pack_b(const TIN *B, int64_t ldb, int64_t K, int64_t N, int64_t 
         (void)comp; (void)comp_stride;
 #endif
         int64_t width = N - col0 < 16 ? N - col0 : 16, depth = k_end - k0;
+        int64_t r = 0;  /* the VNNI rows done by whole 16 x 64-byte chunks */
+        if (width == 16)
+            for (; (r + 16) * VN <= depth; r += 16)
+                dse_pack_chunk(B, ldb, k0 + r * VN, col0, (char *)(strip + r * 16 * VN));
 #if B_COL
         /* B stored N x K: a VNNI group of a column (VN values, 4 bytes) is contiguous */
         for (int64_t n = 0; n < width; n++) {
             const TIN *src = B + (col0 + n) * ldb + k0;
-            char *dst = (char *)strip + n * 4;
-            int64_t r = 0;
-            for (; (r + 1) * VN <= depth; r++) memcpy(dst + r * 64, src + r * VN, 4);
-            if (r * VN < depth)
-                memcpy(dst + r * 64, src + r * VN, (depth - r * VN) * sizeof(TIN));
+            char *out = (char *)strip + n * 4;
+            int64_t g = r;
+            for (; (g + 1) * VN <= depth; g++) memcpy(out + g * 64, src + g * VN, 4);
+            if (g * VN < depth)
+                memcpy(out + g * 64, src + g * VN, (depth - g * VN) * sizeof(TIN));
         }
 #else
-        for (int64_t r = 0; r * VN < depth; r++) {
+        for (; r * VN < depth; r++) {
             TIN *row = strip + r * 16 * VN;
             for (int v = 0; v < VN && r * VN + v < depth; v++) {
                 const TIN *src = B + (k0 + r * VN + v) * ldb + col0;
