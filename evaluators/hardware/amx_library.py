@@ -34,9 +34,6 @@ RENAMED = ("dse_gemm", "dse_time", "dse_set_threads", "dse_amx_request")
 GENERAL = {"amx": {"grid_rows": 2, "grid_cols": 2, "mc": 256, "kc": 1024, "nc": 256},
            "avx512": {"grid_rows": 4, "grid_cols": 4, "mc": 64, "kc": 1024, "nc": 256,
                       "engine": "avx512", "split": "n"}}
-DEFAULTS = {"stream_buffers": 1, "k_unroll": 2, "pack_a": "yes", "pack_b": "gemm",
-            "block_order": "b_block", "micro_order": "a_strip", "load_hint": "t0",
-            "prefetch": 0, "prefetch_c": "yes", "split": "m", "threads": 1, "engine": "amx"}
 
 HEADER = """/* dse_gemm.h: GEMMs tuned by dse ({study} on {target}), built for this CPU. */
 #ifndef DSE_GEMM_H
@@ -64,7 +61,12 @@ int dse_gemm_engine(void);
 
 
 def _kernel(params: Mapping[str, Any]) -> dict[str, Any]:
-    return {**DEFAULTS, **params}
+    """``params`` completed with the space's defaults (a table's kernels have every one; the
+    general kernels name only their blocking)."""
+    from dse.core import build_context
+
+    space = build_context("cpu-amx", "int8-int32", "64x64x64", "row").space
+    return {**space.defaults(), **params}
 
 
 def kernels_of(table: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
