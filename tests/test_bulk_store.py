@@ -304,9 +304,10 @@ def test_a_new_sqlite_file_has_big_pages_and_an_old_one_keeps_its_own(tmp_path):
     from dse.storage.engine import PAGE_BYTES
 
     old = tmp_path / "old.db"
-    with sqlite3.connect(old) as conn:  # a file made before: 4 KiB pages, no WAL yet
-        conn.execute("PRAGMA page_size=4096")
+    with sqlite3.connect(old) as conn:  # a file made before: 4 KiB pages, no WAL yet, and
+        conn.execute("PRAGMA page_size=4096")  # no table (one of its own: not a dse store)
         conn.execute("CREATE TABLE t (x)")
+        conn.execute("DROP TABLE t")
     for path, size in ((tmp_path / "new.db", PAGE_BYTES), (old, 4096)):
         store = ResultStore(str(path))
         store.commit_window(store_window(store, "p", TRIALS))

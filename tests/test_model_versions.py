@@ -40,17 +40,21 @@ CASES = {"xdna": ("xdna", "int8-int8", "1024x1024x1024"),
          "h200-decode": ("h200", "bf16-bf16", "64x4096x4096"),
          "h200-unaligned": ("h200", "fp16-fp16", "1000x1004x1000"),
          "cpu": ("cpu", "fp32-fp32", "256x256x256"),
+         "cpu-amx": ("cpu-amx", "int8-int32", "256x256x256"),
+         "cpu-amx-decode": ("cpu-amx", "bf16-fp32", "8x512x512"),
          "tpu-v1": ("tpu-v1", "int8-int32", "1024x1024x1024"),
          "edge-npu-mix": ("edge-npu", "int8-int8", "1x2048x2048*4,256x2304x196")}
 SIM_CASES = ("xdna", "xdna2", "xdna2-row-b")
 CPU_CACHES = {"l1_bytes": 49152, "l2_bytes": 2097152, "l3_bytes": 33554432}
 
 
-def _cpu_target_file(folder: Path) -> str:
-    text = target_path("cpu").read_text()
+def _cpu_target_file(folder: Path, target: str = "cpu") -> str:
+    """The host-CPU target with the sizes it reads from the system fixed (the same on every
+    machine)."""
+    text = target_path(target).read_text().replace("cores = 0", "cores = 2")
     for name, size in CPU_CACHES.items():
         text = text.replace(f"{name} = 0", f"{name} = {size}")
-    path = folder / "cpu-fixed.toml"
+    path = folder / f"{target}-fixed.toml"
     path.write_text(text)
     return str(path)
 
@@ -69,8 +73,8 @@ def fingerprint(case: str, evaluator: Any = None, sample: int = SAMPLE) -> str:
     evaluator = evaluator or AnalyticalEvaluator()
     target, dtype, shape, *layout = CASES[case]
     with tempfile.TemporaryDirectory() as folder:
-        if target == "cpu":
-            target = _cpu_target_file(Path(folder))
+        if target in ("cpu", "cpu-amx"):
+            target = _cpu_target_file(Path(folder), target)
         ctx = build_context(target, dtype, shape, *layout)
         batch, _ = ctx.space.enumerate()
         n = batch_len(batch)

@@ -43,7 +43,7 @@ class AnalyticalEvaluator(Evaluator):
     # 4: XDNA2's kernel at the MAC peak with its losses on the C tile; a row-major B's reads
     # and the C join's writes merge separately (XDNA2's reads do not)
     # 5: XDNA2's reads of a row-major B merge at the centre of the bound the paper's layout
-    # statements leave (read_merge 0.047, was 0)
+    # statements leave (read_merge 0.047, was 0); the AMX family joins
     version: ClassVar[str] = "5"
     fidelity: ClassVar[str] = "analytical"
     spaces = _FamiliesWithModel()  # type: ignore[assignment]
