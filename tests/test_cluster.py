@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -62,8 +64,12 @@ def phase(name: str) -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(tmp_path_factory.mktemp("cluster"))
+def cluster() -> Iterator[LocalCluster]:
+    # a short folder of its own, not pytest's: Ray's socket paths below a node's temp dir must
+    # stay within AF_UNIX's 107 bytes, which pytest's numbered folders pass once the count
+    # reaches three digits
+    root = Path(tempfile.mkdtemp(prefix="dse-ray-"))
+    cluster = LocalCluster(root)
     try:
         with phase("cluster: head and two worker nodes up"):
             cluster.start_head()
@@ -78,6 +84,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
             print(f"  {seconds:6.1f}  {name}")
         print("== tasks per node (Ray's task markers in each node's worker logs)")
         print("\n".join(NOTES) or "  none")
+        shutil.rmtree(root, ignore_errors=True)
         print("== faults recorded (dse faults)")
         print("\n".join(FAULT_LOG) or "  none")
         assert not cluster.leftovers(), cluster.leftovers()

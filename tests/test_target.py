@@ -69,7 +69,8 @@ def test_malformed_file_names_file_key_and_problem(tmp_path, edit, pattern):
 
 
 def test_unknown_target_lists_valid_ones():
-    with pytest.raises(UsageError, match=r"unknown target 'xdna3'; valid: ascend-950pr, cpu, "
+    with pytest.raises(UsageError, match=r"unknown target 'xdna3' \(did you mean 'xdna' or "
+                                         r"'xdna2'\?\); valid: ascend-950pr, cpu, cpu-amx, "
                                          r"edge-npu, h100, h200, tpu-v1, tpu-v2, tpu-v3, "
                                          r"tpu-v4, xdna, xdna2"):
         load_target("xdna3")
