@@ -97,6 +97,19 @@ def test_avx512_kernels_are_exact_on_tails(dtype):
 
 
 @needs_vector
+@pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
+def test_dot_kernels_read_a_column_major_b_in_place_exactly(dtype):
+    base = {**BASE, "engine": "avx512", "pack_b": "none", "kc": 4096, "prefetch": 2}
+    for index, variant in enumerate([dict(grid_rows=2, grid_cols=4, mc=8, nc=64),
+                                     dict(grid_rows=4, grid_cols=3, mc=16, nc=33, split="n")]):
+        library = _library({**base, **variant}, dtype, "col", False)
+        for M, N, K, pad in [*TAILS, (3, 5, 63, 0), (8, 100, 4100, 1)]:
+            out = run(library, dtype, M, N, K, seed=index, threads=2, pad=pad, b_layout="col",
+                      engine="avx512")
+            assert out.correct, (variant, (M, N, K, pad), out.detail)
+
+
+@needs_vector
 def test_an_avx512_only_evaluator_measures_those_configs_and_refuses_tiles():
     ctx = _context("8x520x100")
     evaluator = AmxEvaluator(engine="avx512", max_repeats=3)
@@ -253,13 +266,21 @@ def test_the_space_rules_say_why():
     assert feasibility.ok.tolist() == [True, False, False]
     assert "multiples of the grid's 16 rows" in decode.explain(batch, 1)
     assert "no tiles" in decode.explain(batch, 2)
+    in_place = {**one_row, "engine": "avx512", "pack_b": "none", "kc": 4096, "nc": 4}
+    batch = decode.encode([decode.resolve(in_place),
+                           decode.resolve({**in_place, "engine": "amx", "mc": 16}),
+                           decode.resolve({**in_place, "kc": 1024})])
+    assert decode.check(batch).ok.tolist() == [True, False, False]
+    assert "needs engine=avx512" in decode.explain(batch, 1)
+    row_b = build_context("cpu-amx", "int8-int32", "1x4096x4096", "row").space
+    assert "column-major" in row_b.explain(row_b.encode([row_b.resolve(in_place)]), 0)
 
 
 def test_the_space_enumerates_only_what_the_study_frees():
     space = _context("4096x4096x4096").space
     fixed_rest = sum(size for _, size in space.chunks())
     freed = sum(size for _, size in space.chunks(free=["pack_b", "split"]))
-    assert freed == 6 * fixed_rest
+    assert freed == 9 * fixed_rest  # pack_b: gemm, block, none; split: m, n, mn
     encoding = space.optuna_encoding({}, ["pack_b"], {})
     assert {"mc_index", "grid_rows_index", "pack_b"} <= set(encoding.distributions())
     config = encoding.decode({"mc_index": 0, "grid_rows_index": 1, "pack_b": "block"})

@@ -36,8 +36,9 @@ from dse.core.workload import GemmWorkload
 
 TILE_BYTES = 1024
 CHOICE_CODES = {  # the batch codes of the choices the model reads (index of each choice)
-    "pack_a": ("yes", "no"), "pack_b": ("gemm", "block"), "block_order": ("b_block", "a_block"),
-    "micro_order": ("a_strip", "b_strip"), "load_hint": ("t0", "t1"),
+    "pack_a": ("yes", "no"), "pack_b": ("gemm", "block", "none"),
+    "block_order": ("b_block", "a_block"), "micro_order": ("a_strip", "b_strip"),
+    "load_hint": ("t0", "t1"),
     "prefetch_c": ("yes", "no"), "split": ("m", "n", "mn"), "engine": ("amx", "avx512"),
 }
 
@@ -70,11 +71,16 @@ def grid_rows_of(batch: ConfigBatch) -> np.ndarray:
     return np.where(_is(batch, "engine", "avx512"), 1, 16) * batch["grid_rows"]
 
 
+def grid_cols_of(batch: ConfigBatch) -> np.ndarray:
+    """Columns of B a micro-kernel grid covers: 16 a strip, or one with B in place."""
+    return np.where(_is(batch, "pack_b", "none"), 1, 16) * batch["grid_cols"]
+
+
 def held_strip_bytes(batch: ConfigBatch, elem: int) -> np.ndarray:
     """Bytes of the strip the micro order keeps in L1: A's grid rows x kc, or B's kc x (16 x
     cols)."""
     width = np.where(_is(batch, "micro_order", "a_strip"), grid_rows_of(batch),
-                     16 * batch["grid_cols"])
+                     grid_cols_of(batch))
     return width * batch["kc"] * elem
 
 
@@ -103,7 +109,7 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     tm, tn = thread_grid(threads, batch["split"])
     vector = _is(batch, "engine", "avx512")
     row_unit = np.where(vector, 1, 16)  # A rows per grid row: a tile's 16, or one
-    rows, cols = row_unit * gr, 16 * gc
+    rows, cols = row_unit * gr, grid_cols_of(batch)
     m_share = np.minimum(_ceil(_ceil(M, tm), rows) * rows, _ceil(M, rows) * rows)
     n_share = np.minimum(_ceil(_ceil(N, tn), cols) * cols, _ceil(N, cols) * cols)
     strips = (m_share // rows) * (n_share // cols)  # micro-kernel grids per K block
@@ -133,7 +139,7 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
                          / per_level[held_level], 1 / per_level[held_level])
     packed_a = _is(batch, "pack_a", "yes")
     a_bytes = strips * nk * gr * row_unit * 64  # a tile row of 64 bytes per A row
-    b_bytes = strips * nk * gc * TILE_BYTES
+    b_bytes = strips * nk * cols * 64  # a 64-byte row of K per column of B
     a_time = np.where(a_strip, held_time, 1 / per_level[a_block_level])
     b_time = np.where(a_strip, 1 / per_level[b_block_level], held_time)
     t_loads = a_bytes * a_time * np.where(packed_a, 1.0, mod.strided_a_factor) + b_bytes * b_time
@@ -143,7 +149,8 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     pack_b_block = _is(batch, "pack_b", "block")
     b_whole = _level(np.full_like(mc, K * N * e), caches, busy)
     a_whole = _level(np.full_like(mc, M * K * e), caches, busy)
-    b_passes = np.where(b_block, 1, _ceil(m_share, mc))
+    in_place = _is(batch, "pack_b", "none")  # B read where it lies, once per A block
+    b_passes = np.where(b_block & ~in_place, 1, _ceil(m_share, mc))
     b_touched = np.where(pack_b_block, 0, K * n_share * e * b_passes)
     a_touched = np.where(packed_a, 0, m_share * K * e * np.where(b_block, _ceil(n_share, nc), 1))
     t_loads = t_loads + b_touched / per_level[b_whole] + a_touched / per_level[a_whole]
@@ -162,8 +169,9 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     t_calls = strips * k_blocks * mod.call_cycles / f
 
     # packing: bytes read and written
-    b_packed = np.where(pack_b_block, K * n_share * e * np.where(b_block, 1, _ceil(m_share, mc)),
-                        K * N * e / busy)
+    b_packed = np.select([pack_b_block, in_place],
+                         [K * n_share * e * np.where(b_block, 1, _ceil(m_share, mc)), 0],
+                         K * N * e / busy)
     a_packed = np.where(packed_a, m_share * K * e * np.where(b_block, _ceil(n_share, nc), 1), 0)
     t_pack = 2.0 * (b_packed + a_packed) / mod.pack_bytes_per_s
 

@@ -9,6 +9,9 @@ dimensions honoured) over 16x16 C tiles:
   1 KiB read with a 64-byte stride: once per GEMM (``pack_b=gemm``: every thread packs a
   share, then all compute) or per KC x NC block just before it is used (``pack_b=block``,
   each thread its own blocks).
+- ``pack_b=none`` (AVX-512, B stored N x K): no re-layout at all; each row of A meets each
+  column of B as a dot product over the whole K, both read in place (``dse_dot``): B streamed
+  once, the kernel for decode shapes.
 - A is packed per MC x KC block into 1 KiB tiles (``pack_a=yes``) or read in place with its
   row stride (``no``; the space's rules keep that to shapes without tails).
 - The micro-kernel holds a ``grid_rows x grid_cols`` grid of C tiles across the K of a block;
@@ -203,6 +206,86 @@ def _vector_kernel(p: Mapping[str, Any], code: DtypeCode) -> str:
                    f"acc{r}_{c});")
     out.append("}")
     return "\n".join(out)
+
+
+def _dot_kernel(p: Mapping[str, Any], code: DtypeCode) -> str:
+    """``dse_dot`` (``pack_b=none``, AVX-512, B stored N x K as a weight): ``grid_rows`` rows of
+    A against ``grid_cols`` columns of B, each pair's dot product over the whole K from both
+    operands in place, 64 bytes a step: B streamed once, never re-laid out. int8 takes B's
+    column sums on the way (``VPDPBUSD`` of ones)."""
+    rows, cols = int(p["grid_rows"]), int(p["grid_cols"])
+    dist = int(p["prefetch"])
+    int8 = code.c_in == "int8_t"
+    zero = "_mm512_setzero_si512()" if int8 else "_mm512_setzero_ps()"
+    vec = "__m512i" if int8 else "__m512"
+    out = ["static inline void dse_dot(const TIN *a, int64_t lda, const TIN *b, int64_t ldb,",
+           "        TOUT *c, int64_t ldc, int rows, int cols, int64_t K) {"]
+    out += [f"    const char *a{r} = (const char *)(a + ({r} < rows ? {r} : 0) * lda);"
+            for r in range(rows)]
+    out += [f"    const char *b{s} = (const char *)(b + ({s} < cols ? {s} : 0) * ldb);"
+            for s in range(cols)]
+    out += [f"    {vec} acc{r}_{s} = {zero};" for r in range(rows) for s in range(cols)]
+    if int8:
+        out += [f"    __m512i sum{s} = _mm512_setzero_si512();" for s in range(cols)]
+        out += ["    const __m512i bias = _mm512_set1_epi8((char)0x80);",
+                "    const __m512i ones = _mm512_set1_epi8(1);"]
+    out.append("    const int64_t bytes = K * (int64_t)sizeof(TIN);")
+
+    def step(load: str) -> list[str]:
+        body = []
+        if dist:
+            body += [f"        _mm_prefetch(b{s} + x + {256 * dist}, _MM_HINT_T0);"
+                     for s in range(cols)]
+        body += [f"        __m512i y{s} = {load.format(f'b{s}')};" for s in range(cols)]
+        for r in range(rows):
+            x = load.format(f"a{r}")
+            body.append(f"        __m512i x{r} = " + (f"_mm512_xor_si512({x}, bias);" if int8
+                                                     else f"{x};"))
+            for s in range(cols):
+                op = (f"_mm512_dpbusd_epi32(acc{r}_{s}, x{r}, y{s})" if int8 else
+                      f"_mm512_dpbf16_ps(acc{r}_{s}, (__m512bh)x{r}, (__m512bh)y{s})")
+                body.append(f"        acc{r}_{s} = {op};")
+        if int8:
+            body += [f"        sum{s} = _mm512_dpbusd_epi32(sum{s}, ones, y{s});"
+                     for s in range(cols)]
+        return body
+
+    out.append("    int64_t x = 0;")
+    out.append("    for (; x + 64 <= bytes; x += 64) {")
+    out += step("_mm512_loadu_si512({} + x)")
+    out.append("    }")
+    out.append("    if (x < bytes) {")
+    out.append("        const __mmask64 tail = ~0ULL >> (64 - (bytes - x));")
+    out += step("_mm512_maskz_loadu_epi8(tail, {} + x)")
+    out.append("    }")
+    for r in range(rows):
+        for s in range(cols):
+            value = (f"_mm512_reduce_add_epi32(acc{r}_{s}) - 128 * "
+                     f"_mm512_reduce_add_epi32(sum{s})" if int8 else
+                     f"_mm512_reduce_add_ps(acc{r}_{s})")
+            out.append(f"    if ({r} < rows && {s} < cols) c[{r} * ldc + {s}] = {value};")
+    out.append("}")
+    out.append(DOT_REGION)
+    return "\n".join(out)
+
+
+DOT_REGION = r"""
+/* The blocks of one thread's region with B in place: an nc-column block of B kept while the
+ * mc-row blocks of A pass, grid by grid. */
+static void dse_dot_region(const TIN *A, int64_t lda, const TIN *B, int64_t ldb, TOUT *C,
+                           int64_t ldc, int64_t K, int64_t m0, int64_t m1, int64_t n0,
+                           int64_t n1) {
+    for (int64_t jc = n0; jc < n1; jc += NC)
+        for (int64_t ic = m0; ic < m1; ic += MC) {
+            int64_t m_end = ic + MC < m1 ? ic + MC : m1, n_end = jc + NC < n1 ? jc + NC : n1;
+            for (int64_t i = ic; i < m_end; i += GR)
+                for (int64_t j = jc; j < n_end; j += GC)
+                    dse_dot(A + i * lda, lda, B + j * ldb, ldb, C + i * ldc + j, ldc,
+                            (int)(m_end - i < GR ? m_end - i : GR),
+                            (int)(n_end - j < GC ? n_end - j : GC), K);
+        }
+}
+"""
 
 
 # Loading and storing one C tile: in place when the whole tile lies inside C, through a 16x16
@@ -448,7 +531,7 @@ int dse_gemm(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const T
              int64_t ldb, TOUT *C, int64_t ldc) {
     if (M < 1 || N < 1 || K < 1 || !A || !B || !C || lda < K || ldb < (B_COL ? K : N)
         || ldc < N) return 1;
-    const int64_t grow = ROWS * GR, gcol = 16 * GC;
+    const int64_t grow = ROWS * GR, gcol = (PACK_B_NONE ? 1 : 16) * GC;
     int threads = dse_threads < MAX_THREADS ? dse_threads : MAX_THREADS;
     /* the split: a tm x tn grid of thread regions, each a whole number of micro-tile grids */
     int tm = SPLIT_M ? threads : 1, tn = SPLIT_N ? threads : 1;
@@ -460,15 +543,15 @@ int dse_gemm(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const T
     int64_t n_share = dse_round_up((N + tn - 1) / tn, gcol);
     int64_t strips = dse_round_up(N, gcol) / 16;
     int64_t bp_strip = dse_round_up(K, KT) / VN * 16 * VN * (int64_t)sizeof(TIN);
-    char *bp = PACK_B_BLOCK ? 0 : dse_buffer(0, (size_t)(strips * bp_strip) + 4096);
+    char *bp = PACK_B_GEMM ? dse_buffer(0, (size_t)(strips * bp_strip) + 4096) : 0;
     int64_t comp_stride = strips * 16;
-    int32_t *comp_all = COMP && !PACK_B_BLOCK
+    int32_t *comp_all = COMP && PACK_B_GEMM
         ? dse_buffer(255, (size_t)((K + KC - 1) / KC * comp_stride) * sizeof(int32_t)) : 0;
-    if (!PACK_B_BLOCK && (!bp || (COMP && !comp_all))) return 2;
+    if (PACK_B_GEMM && (!bp || (COMP && !comp_all))) return 2;
     #pragma omp parallel num_threads(threads)
     {
         int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-        if (!PACK_B_BLOCK) {
+        if (PACK_B_GEMM) {
             int64_t lo = strips * tid / nt, hi = strips * (tid + 1) / nt;
             dse_pack_b(B, ldb, K, N, 0, K, 0, lo, hi, (TIN *)bp, comp_all, comp_stride);
             #pragma omp barrier
@@ -478,9 +561,13 @@ int dse_gemm(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const T
             int64_t m0 = (r / tn) * m_share, n0 = (r % tn) * n_share;
             int64_t m1 = m0 + m_share < M ? m0 + m_share : M;
             int64_t n1 = n0 + n_share < N ? n0 + n_share : N;
-            if (m0 < m1 && n0 < n1)
-                dse_region(A, lda, B, ldb, C, ldc, M, N, K, m0, m1, n0, n1, bp, bp_strip,
-                           comp_all, comp_stride, tid);
+            if (m0 >= m1 || n0 >= n1) continue;
+#if PACK_B_NONE
+            dse_dot_region(A, lda, B, ldb, C, ldc, K, m0, m1, n0, n1);
+#else
+            dse_region(A, lda, B, ldb, C, ldc, M, N, K, m0, m1, n0, n1, bp, bp_strip,
+                       comp_all, comp_stride, tid);
+#endif
         }
         if (!AVX512) TRELEASE();
     }
@@ -512,6 +599,7 @@ def kernel_source(params: Mapping[str, Any], dtype: str, b_layout: str = "row",
         "GR": int(p["grid_rows"]), "GC": int(p["grid_cols"]),
         "MC": int(p["mc"]), "KC": int(p["kc"]), "NC": int(p["nc"]),
         "PACK_A": int(p["pack_a"] == "yes"), "PACK_B_BLOCK": int(p["pack_b"] == "block"),
+        "PACK_B_GEMM": int(p["pack_b"] == "gemm"), "PACK_B_NONE": int(p["pack_b"] == "none"),
         "B_BLOCK": int(p["block_order"] == "b_block"),
         "A_STRIP": int(p["micro_order"] == "a_strip"),
         "SPLIT_M": int(split in ("m", "mn")), "SPLIT_N": int(split in ("n", "mn")),
@@ -529,4 +617,6 @@ def kernel_source(params: Mapping[str, Any], dtype: str, b_layout: str = "row",
     head.append("#include <omp.h>")
     head += [f"#define {name} {value}" for name, value in defines.items()]
     micro = _vector_kernel(p, code) if vector else _micro_kernel(p, code)
+    if p["pack_b"] == "none":
+        micro += "\n" + _dot_kernel(p, code)
     return "\n".join([*head, C_EDGES, PACKING, micro, DRIVER])

@@ -8,7 +8,13 @@ import numpy as np
 
 from dse.core.params import ConfigBatch, Rule
 from dse.core.workload import GemmWorkload
-from evaluators.analytical.amx_gemm import CHOICE_CODES, grid_rows_of, k_tile, kept_block_bytes
+from evaluators.analytical.amx_gemm import (
+    CHOICE_CODES,
+    grid_cols_of,
+    grid_rows_of,
+    k_tile,
+    kept_block_bytes,
+)
 
 TILE_REGISTERS = 8
 
@@ -39,7 +45,8 @@ def rules(target: Any, w: GemmWorkload) -> tuple[Rule, ...]:
     l2, cores = target.caches.l2_bytes, target.engine.cores
     rows = grid_rows_of
     vector = lambda b: b["engine"] == _code("engine", "avx512")  # noqa: E731
-    cols = lambda b: 16 * b["grid_cols"]  # noqa: E731
+    cols = grid_cols_of
+    b_in_place = lambda b: b["pack_b"] == _code("pack_b", "none")  # noqa: E731
     in_place = lambda b: b["pack_a"] == _code("pack_a", "no")  # noqa: E731
     kept = lambda b: kept_block_bytes(b, e)  # noqa: E731
     return (
@@ -77,6 +84,18 @@ def rules(target: Any, w: GemmWorkload) -> tuple[Rule, ...]:
              lambda b, i: "engine=avx512 has no tiles: stream_buffers=1 and load_hint=t0 "
                           f"(got {b['stream_buffers'][i]} and "
                           f"{CHOICE_CODES['load_hint'][b['load_hint'][i]]})"),
+        Rule("b_in_place", "B read in place (pack_b=none) is the AVX-512 dot kernel's, on a "
+             "column-major B over the whole K, with the orders and packing it does not use "
+             "at their defaults",
+             lambda b: ~b_in_place(b) | (vector(b) & (w.b_layout == "col")
+                                         & (b["kc"] >= _round_up(w.K, kt))
+                                         & (b["block_order"] == 0) & (b["micro_order"] == 0)
+                                         & (b["pack_a"] == 0)),
+             lambda b, i: "pack_b=none reads B where it lies as dot products over K: it needs "
+                          f"engine=avx512 (got {CHOICE_CODES['engine'][b['engine'][i]]}), B "
+                          f"column-major (got {w.b_layout}), kc the whole K ({_round_up(w.K, kt)},"
+                          f" got {b['kc'][i]}) and pack_a=yes, block_order=b_block, "
+                          "micro_order=a_strip"),
         Rule("threads", f"at most one thread per core ({cores})",
              lambda b: b["threads"] <= cores,
              lambda b, i: f"threads={b['threads'][i]} but the target has {cores} cores"),

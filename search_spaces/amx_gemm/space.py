@@ -37,7 +37,8 @@ HELP = {
     "kc": "depth of a K block",
     "nc": "columns of a B block",
     "pack_a": "A packed into 1 KiB tiles per block, or read in place",
-    "pack_b": "B re-laid out to VNNI once per GEMM, or per block",
+    "pack_b": "B re-laid out to VNNI once per GEMM or per block, or read in place (none: "
+              "AVX-512 dot products over K, B column-major)",
     "block_order": "the block kept while the other passes: B's (loops N, K, M) or A's (M, K, N)",
     "micro_order": "the strip kept in L1 while the micro-kernel walks the block",
     "load_hint": "streamed tile loads: TILELOADD (t0) or non-temporal TILELOADDT1 (t1)",
@@ -57,7 +58,7 @@ def _params() -> dict[str, Param]:
         IntParam("k_unroll", HELP["k_unroll"], 1, 8),
         IntParam("mc", HELP["mc"], 1),
         IntParam("kc", HELP["kc"], 32),
-        IntParam("nc", HELP["nc"], 16),
+        IntParam("nc", HELP["nc"], 1),
         *(ChoiceParam(name, HELP[name], choices) for name, choices in CHOICE_CODES.items()),
         IntParam("prefetch", HELP["prefetch"], 0, 16),
         IntParam("threads", HELP["threads"], 1, 64),
@@ -111,10 +112,9 @@ class AmxGemmSpace(SearchSpace):
             return list(GRID)
         if name in ("mc", "nc"):
             dim = w.M if name == "mc" else w.N
-            units = (1, 16) if name == "mc" else (16,)  # an AVX-512 grid row is one A row
+            units = (1, 16)  # a grid row of A (or column of B in place) may be one
             fits = {_round_up(dim, u * g) for g in GRID for u in units}  # the whole matrix
-            least = 1 if name == "mc" else 16
-            return sorted({v for v in BLOCK_ROWS if least <= v < dim} | fits)
+            return sorted({v for v in BLOCK_ROWS if v < dim} | fits)
         if name == "kc":
             kt = k_tile(w.dtype.in_bytes)
             return sorted({v for v in BLOCK_DEPTHS if v < w.K} | {_round_up(w.K, kt)})
