@@ -120,3 +120,14 @@ def test_a_table_of_a_family_without_a_builder_is_refused(tmp_path, capsys):
                  str(tmp_path / "x.so")]) == 2
     err = capsys.readouterr().err
     assert "builds no library" in err and "amx_gemm" in err and "Traceback" not in err
+
+
+def test_a_kernel_that_needs_a_column_major_b_is_refused(tmp_path, capsys):
+    dot = {"grid_rows": 1, "grid_cols": 4, "mc": 1, "kc": 4096, "nc": 64, "engine": "avx512",
+           "pack_b": "none"}
+    (tmp_path / "t.json").write_text(json.dumps({**TABLE, "kernels": [{"id": 0, "params": dot}],
+                                                 "rules": []}))
+    assert main(["dispatch", "build", str(tmp_path / "t.json"), "--out",
+                 str(tmp_path / "x.so")]) == 2
+    err = capsys.readouterr().err
+    assert "pack_b=none" in err and "row-major" in err and not (tmp_path / "x.so").exists()

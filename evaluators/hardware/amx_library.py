@@ -204,6 +204,11 @@ def build_library(table: Mapping[str, Any], out: str | Path,
     if table["dtype"] not in DTYPES:
         raise UsageError(f"a library of {table['dtype']} GEMMs cannot be built: the ABI has "
                          f"{', '.join(DTYPES)}")
+    in_place = [n for n, k in enumerate(table["kernels"]) if k["params"].get("pack_b") == "none"]
+    if in_place:
+        raise UsageError(f"kernel {in_place[0]} reads B in place as a column-major weight "
+                         "(pack_b=none), but the library's C ABI takes a row-major B: cover a "
+                         "study whose workloads have b_layout row")
     out = Path(out)
     if not out.parent.is_dir():
         raise UsageError(f"--out {out}: {out.parent} is not a folder")
