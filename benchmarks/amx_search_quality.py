@@ -34,10 +34,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
+from amx_vs_onednn import DTYPES, STUDIES, avx512_only
 from scipy.stats import spearmanr
 
-STUDIES = Path(__file__).parents[1] / "studies"
-DTYPES = {"int8": "int8-int32", "bf16": "bf16-fp32"}
 EMULATED_SHAPE = "64x256x96"
 MEASURE_ONE = """
 import json, sys
@@ -62,9 +61,7 @@ def ladder_study(dtype: str, emulate: bool, engine: str = "amx",
         ladder["name"] = f"amx_{dtype}_avx512"
         ladder["workload"] = {"shape": shape or "32x4096x4096", "b_layout": "col",
                               "dtype": ladder["workload"]["dtype"]}
-        ladder["space"] = {"fix": {"engine": "avx512"},
-                           "free": ["pack_b", "block_order", "micro_order", "split"]}
-        ladder["ladder"][1]["options"] = {"engine": "avx512"}
+        avx512_only(ladder)
     if emulate:
         ladder["name"] = f"amx_{dtype}_emulated"
         ladder["workload"]["shape"] = EMULATED_SHAPE

@@ -44,15 +44,22 @@ TARGETS = {("int8", "4096x4096x4096"): (2.0, 0.5), ("bf16", "4096x4096x4096"): (
 DTYPES = {"int8": "int8-int32", "bf16": "bf16-fp32"}
 
 
+def avx512_only(spec: dict) -> dict:
+    """``spec`` (a shipped AMX study) over the AVX-512 kernels alone, measured by an evaluator
+    that needs no AMX."""
+    spec["space"] = {"fix": {"engine": "avx512"},
+                     "free": ["pack_b", "block_order", "micro_order", "split"]}
+    spec["ladder"][1]["options"] = {"engine": "avx512"}
+    return spec
+
+
 def study_dict(dtype: str, shape: str, keep: int, emulate: bool, engine: str = "amx") -> dict:
     """The shipped study of ``dtype`` with its workload set to ``shape`` (weights column-major
     for the model's shapes), ``keep`` configs measured, and the AVX-512 engine alone when
     ``engine`` says so."""
     spec = yaml.safe_load((STUDIES / f"amx_{dtype}.yaml").read_text())
     if engine == "avx512":
-        spec["space"] = {"fix": {"engine": "avx512"},
-                         "free": ["pack_b", "block_order", "micro_order", "split"]}
-        spec["ladder"][1]["options"] = {"engine": "avx512"}
+        avx512_only(spec)
     if shape != "4096x4096x4096" or emulate or engine != "amx":
         spec["name"] = f"amx_{dtype}_{shape}" + ("" if engine == "amx" else f"_{engine}")
         spec["workload"] = {"shape": shape, "dtype": DTYPES[dtype],

@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +61,17 @@ int dse_gemm_engine(void);
 """
 
 
+@cache
+def _space_defaults() -> dict[str, Any]:
+    from dse.core import build_context
+
+    return build_context("cpu-amx", "int8-int32", "64x64x64", "row").space.defaults()
+
+
 def _kernel(params: Mapping[str, Any]) -> dict[str, Any]:
     """``params`` completed with the space's defaults (a table's kernels have every one; the
     general kernels name only their blocking)."""
-    from dse.core import build_context
-
-    space = build_context("cpu-amx", "int8-int32", "64x64x64", "row").space
-    return {**space.defaults(), **params}
+    return {**_space_defaults(), **params}
 
 
 def kernels_of(table: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:

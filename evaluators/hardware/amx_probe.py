@@ -14,6 +14,7 @@ from dse.core import Status
 from evaluators.hardware.amx_build import build
 from evaluators.hardware.amx_source import support_text
 from evaluators.hardware.harness import MeasureSettings, RunOutput, Worker, measure
+from search_spaces.amx_gemm.target import OPS_PER_TDP
 
 PROBE = r"""
 #include <omp.h>
@@ -85,9 +86,6 @@ def probe_library(emulate: bool = False) -> str:
     return str(built.library)
 
 
-OPS_PER_TDP = {"int8-int32": 2 * 16 * 16 * 64, "bf16-fp32": 2 * 16 * 16 * 32}
-
-
 def run_probe(library_path: str, what: str, threads: int, dtype: str = "int8-int32",
               buffer_bytes: int = 0, emulate: bool = False) -> RunOutput:
     """One timed run of a probe in the worker (``what``: ``peak`` or ``loads``); its seconds
@@ -117,7 +115,7 @@ def peak_ops_per_s(worker: Worker, device: str, threads: int, dtype: str,
     m = measure(worker, f"{__name__}:run_probe", job, settings, device)
     if m.status is not Status.OK or not m.times:
         return None
-    return OPS_PER_TDP[dtype] * 4 * PEAK_ITERS * threads / m.median
+    return OPS_PER_TDP[dtype.split("-")[0]] * 4 * PEAK_ITERS * threads / m.median
 
 
 def load_bytes_per_s(worker: Worker, device: str, buffer_bytes: int, threads: int,

@@ -60,11 +60,6 @@ DTYPES: dict[str, DtypeCode] = {
 }
 
 
-def k_per_tile(dtype: str) -> int:
-    """K elements one tile multiply consumes (a tile row is 64 bytes)."""
-    return DTYPES[dtype].kt
-
-
 @cache
 def support_text() -> str:
     """The tile operations' header, inlined into every source (its text is part of the hash)."""

@@ -20,9 +20,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from dse.core.target import rewrite_toml
     from evaluators.hardware.amx import DEVICE, worker_environment
     from evaluators.hardware.amx_detect import amx_problem, cpu_model
-    from evaluators.hardware.amx_probe import OPS_PER_TDP, load_bytes_per_s, peak_ops_per_s
+    from evaluators.hardware.amx_probe import load_bytes_per_s, peak_ops_per_s
     from evaluators.hardware.harness import MeasureSettings, Worker
-    from search_spaces.amx_gemm.target import amx_target_from_dict, system_cores
+    from search_spaces.amx_gemm.target import OPS_PER_TDP, amx_target_from_dict, system_cores
 
     problem = amx_problem()
     if problem:
@@ -47,8 +47,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
                     raise UsageError(f"the {dtype} peak probe failed on {threads} thread(s)")
                 print(f"peak {dtype:<10} {threads} thread(s): {ops / 1e12:7.2f} TOPS", flush=True)
                 if dtype == "int8-int32" and threads == 1:
-                    cycles_per_tdp = shipped.engine.tdp_cycles
-                    found["engine.clock_hz"] = ops * cycles_per_tdp / OPS_PER_TDP[dtype]
+                    found["engine.clock_hz"] = (ops * shipped.engine.tdp_cycles
+                                                / OPS_PER_TDP["int8"])
         sizes = {"l1": shipped.caches.l1_bytes // 2, "l2": shipped.caches.l2_bytes // 2,
                  "l3": shipped.caches.l3_bytes // (2 * cores),
                  "dram": max(8 * shipped.caches.l3_bytes, 256 << 20) // cores}
