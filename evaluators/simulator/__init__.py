@@ -91,7 +91,9 @@ class SimulatorEvaluator(Evaluator):
     name: ClassVar[str] = "simulator"
     # 2: the analytical model's version 4 kernel and DRAM merges
     # 3: the analytical model's version 5 read merge on XDNA2 (a row-major B's reads)
-    version: ClassVar[str] = "3"
+    # 4: a BD task starts up before it waits on its buffer (the start-up no longer serialised
+    #    after the wait)
+    version: ClassVar[str] = "4"
     fidelity: ClassVar[str] = "simulator"
     spaces: ClassVar[tuple[str, ...]] = ("xdna_gemm",)  # search spaces it can score
     capabilities: ClassVar[Capabilities] = Capabilities(timeline=True)

@@ -231,13 +231,17 @@ class GemmSimulation:
             if record:
                 self.bd_open[op][r] = sim.now
             for chunk in range(chunks):
+                # one BD task per round: its start-up (the descriptor loaded) comes once, and
+                # before the task waits on the L2 buffer's lock, as a DMA channel runs a BD
+                setup = p.setup_s if chunk == 0 else 0.0
+                if setup:
+                    yield sim.timeout(setup)
                 yield l2.free.acquire()
                 start = sim.now
-                if chunk == 0:  # one BD task per round: its start-up comes once
-                    yield sim.timeout(p.setup_s)
                 yield self.dram.transfer(nbytes, efficiency, self.weight[op], p.channel_bps)
                 if record:
-                    setattr(stats, f"shim_{op}", getattr(stats, f"shim_{op}") + sim.now - start)
+                    busy = setup + sim.now - start
+                    setattr(stats, f"shim_{op}", getattr(stats, f"shim_{op}") + busy)
                     self._span(f"shim {op.upper()} (DRAM read)", f"round {r}", start)
                 l2.filled.release()
 
@@ -319,16 +323,16 @@ class GemmSimulation:
         cores = [c for c in self.cores if self.column[c] == col]
         record = (0, 0) in cores
         for r in range(self.rounds):
+            yield self.bd_ready[col][r]
+            yield sim.timeout(p.setup_s)  # the write task starts up before its data is there
             for core in cores:
                 yield self.drained[core][r]
-            yield self.bd_ready[col][r]
             start = sim.now
-            yield sim.timeout(p.setup_s)
             yield self.dram.transfer(p.c_join_bytes, p.eff_c, self.weight["c"], p.channel_bps,
                                      p.write_priority)
             self.join[col].free.release()
             if record:
-                self.stats.shim_c += sim.now - start
+                self.stats.shim_c += p.setup_s + sim.now - start
                 self._span("shim C (DRAM write)", f"round {r}", start)
                 self.snapshots.append((sim.now, self.stats.copy(), self.dram.busy_time,
                                        self.dram.bytes_moved))
