@@ -519,7 +519,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"({tpe_runs[-1]['asks']} asks)", flush=True)
         service.close()
         report = json.loads(out.read_text())
-    print(f"all measured in {time.perf_counter() - started:.0f} s", flush=True)
+    # what the table is computed from, kept beside the memo (the runs' orders, the times)
+    kept = memo.with_suffix(".runs.json")
+    kept.write_text(json.dumps({**report, "ladder": ladder_keys, "rank_s": rank_s,
+                                "tpe": tpe_runs, "args": vars(args) | {"kt_driver": None}}))
+    print(f"all measured in {time.perf_counter() - started:.0f} s; the runs: {kept}", flush=True)
     return summarise(report, strategies, ladder_keys, rank_s, tpe_runs, args)
 
 
@@ -532,8 +536,8 @@ def summarise(report: dict[str, Any], strategies: list[str], ladder_keys: list[s
     tol = args.tolerance
     best_key = min((k for k in memo if memo[k].seconds is not None),
                    key=lambda k: memo[k].seconds or 0.0)
-    print(f"\nKernel Tuner {report['version']}; {len(memo)} distinct configs measured in all "
-          f"(each once, every product checked), {len(failed)} failed; best {best * 1e3:.1f} ms "
+    print(f"\nKernel Tuner {report['version']}; {len(memo)} distinct configs in the memo, each "
+          f"measured once (every product checked), {len(failed)} failed; best {best * 1e3:.4g} ms "
           f"({2 * _ops(args.shape) / best / 1e12:.3f} TOPS): {best_key}")
     print(f"measurements to come within {tol:.0%} of the best (per seed; median), and the median "
           "seconds of measuring until then and of the whole run (compile included):")
@@ -548,12 +552,10 @@ def summarise(report: dict[str, Any], strategies: list[str], ladder_keys: list[s
                                       args.budget)
         print(line)
     count = measurements_to_within(ladder_keys, memo, best, tol)
-    wall = rank_s + cost_until(ladder_keys, memo, None)
     line, ladder_median = row(f"dse ladder (model, {len(distinct(ladder_keys))} measured)",
-                              [count] * args.seeds, [wall] * args.seeds,
-                              [rank_s + cost_until(ladder_keys, memo, count)] * args.seeds,
-                              len(ladder_keys))
-    print(line + "   (deterministic: one run)")
+                              [count], [rank_s + cost_until(ladder_keys, memo, None)],
+                              [cost_until(ladder_keys, memo, count)], len(ladder_keys))
+    print(line + "   (deterministic: the same for every seed)")
     counts = [measurements_to_within(r["visited"], memo, best, tol) for r in tpe_runs]
     line, _ = row("dse TPE on the hardware", counts,
                   [r["own_s"] + cost_until(r["visited"], memo, None) for r in tpe_runs],
