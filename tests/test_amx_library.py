@@ -131,3 +131,121 @@ def test_a_kernel_that_needs_a_column_major_b_is_refused(tmp_path, capsys):
                  str(tmp_path / "x.so")]) == 2
     err = capsys.readouterr().err
     assert "pack_b=none" in err and "row-major" in err and not (tmp_path / "x.so").exists()
+
+
+# The streaming kernels (small M, B row-major read in place) and the dispatch of a CPU without
+# AMX: every tail of M (row groups of 4), N (64-column chunks), K (4 int8 or 2 bf16 rows a group,
+# blocks of kb rows), leading dimensions longer than rows, one and two threads.
+STREAM_SHAPES = [(1, 1, 1, 0), (1, 5, 3, 0), (2, 64, 4, 1), (3, 65, 9, 2), (4, 130, 17, 0),
+                 (5, 127, 1030, 3), (7, 999, 100, 0), (9, 33, 258, 5)]
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory):
+    from evaluators.hardware.amx_build import compile_command
+    from evaluators.hardware.amx_stream import stream_source
+
+    folder = tmp_path_factory.mktemp("stream")
+    # blocks of 8 K rows: C's partial sums are stored and reloaded many times a product
+    (folder / "stream.c").write_text(stream_source(kb=8, small=1))
+    subprocess.run([*compile_command(True), str(folder / "stream.c"), "-o",
+                    str(folder / "stream.so")], check=True)
+    lib = ctypes.CDLL(str(folder / "stream.so"))
+    for name in ("dse_stream_s8s8s32", "dse_stream_bf16bf16f32"):
+        getattr(lib, name).argtypes = ([ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64]
+                                       * 3 + [ctypes.c_int])
+    return lib
+
+
+@pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
+def test_the_streaming_kernels_are_exact_on_every_tail(stream, dtype):
+    fn = stream.dse_stream_s8s8s32 if dtype == "int8-int32" else stream.dse_stream_bf16bf16f32
+    for threads in (1, 2):
+        for M, N, K, pad in STREAM_SHAPES:
+            a, b, c, reference = operands(dtype, M, N, K, 11, pad, "row")
+            c.fill(-7)
+            assert fn(M, N, K, a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1],
+                      c.ctypes.data, c.shape[1], threads) == 0
+            error = np.abs(c[:, :N] - reference).max()
+            assert error <= (0 if dtype == "int8-int32" else 1e-5 * K), (M, N, K, threads)
+            assert (c[:, N:] == -7).all()
+
+
+def test_stream_source_refuses_a_block_that_is_not_whole_groups():
+    from evaluators.hardware.amx_stream import stream_source
+
+    with pytest.raises(ValueError, match="multiple of 4"):
+        stream_source(kb=6)
+
+
+NATIVE_TABLE = {
+    **TABLE,
+    "kernels": [{"id": 0, "params": {"grid_rows": 4, "grid_cols": 2, "mc": 64, "kc": 256,
+                                     "nc": 64, "engine": "avx512", "split": "n"}},
+                {"id": 1, "params": {"grid_rows": 2, "grid_cols": 4, "mc": 128, "kc": 512,
+                                     "nc": 128, "engine": "avx512", "split": "m"}}],
+    "rules": [{"k": 256, "n": 128, "m_min": 1, "m_max": None, "kernel": 1}],
+    "shapes": [{"M": 80, "K": 256, "N": 128, "kernel": 1},
+               {"M": 512, "K": 2048, "N": 2048, "kernel": 1},
+               {"M": 96, "K": 160, "N": 96, "kernel": 0}],
+    "fallback": 0,
+}
+
+
+@pytest.fixture(scope="module")
+def native(tmp_path_factory):
+    """The library as built for this CPU (no emulation); on a CPU without AMX its AVX-512 and
+    streaming kernels serve every shape."""
+    if amx_problem() is None:
+        pytest.skip("this CPU has AMX: the library runs its AMX kernels, not the AVX-512 ones")
+    folder = tmp_path_factory.mktemp("native")
+    (folder / "table.json").write_text(json.dumps(NATIVE_TABLE))
+    assert main(["dispatch", "build", str(folder / "table.json"), "--out",
+                 str(folder / "libdsegemm.so")]) == 0
+    lib = ctypes.CDLL(str(folder / "libdsegemm.so"))
+    lib.dse_gemm_kernel.argtypes = [ctypes.c_int64] * 3
+    return lib
+
+
+def test_without_amx_small_m_streams_and_an_unseen_weight_runs_the_nearest_shapes_kernel(
+        native):
+    from evaluators.hardware.amx_library import STREAM_M
+
+    assert native.dse_gemm_engine() == 0
+    kernel = native.dse_gemm_kernel  # (M, N, K)
+    assert kernel(1, 128, 256) == kernel(STREAM_M, 9, 9) == -1  # streamed
+    assert kernel(STREAM_M + 1, 128, 256) == 1  # the table's rule
+    assert kernel(400, 1900, 2000) == 1  # nearest: 512x2048x2048
+    assert kernel(100, 100, 150) == 0  # nearest: 96x160x96
+    assert kernel(0, 1, 1) == -3
+
+
+def test_the_nearest_shapes_log_is_the_dispatchers():
+    from evaluators.hardware.amx_library import rough_log2
+
+    for x in (1, 2, 3, 100, 4096, 4097, 128256):
+        assert abs(rough_log2(x) - np.log2(x)) < 0.09
+    assert rough_log2(4096) == 12.0
+
+
+@pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
+def test_without_amx_every_path_is_exact(native, dtype):
+    from evaluators.hardware.amx_library import STREAM_M
+
+    fn = _gemm(native, dtype)
+    shapes = [(1, 128, 256, 0), (STREAM_M, 45, 70, 3), (STREAM_M + 1, 128, 256, 1),
+              (100, 97, 150, 2), (3, 4099, 17, 0)]
+    for threads in (1, 2):
+        native.dse_set_threads(threads)
+        for M, N, K, pad in shapes:
+            a, b, c, reference = operands(dtype, M, N, K, 7, pad, "row")
+            c.fill(-7)
+            assert fn(M, N, K, a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1],
+                      c.ctypes.data, c.shape[1]) == 0
+            error = np.abs(c[:, :N] - reference).max()
+            assert error <= (0 if dtype == "int8-int32" else 1e-5 * K), (M, N, K, threads)
+            assert (c[:, N:] == -7).all()
+    a, b, c, _ = operands(dtype, 4, 4, 4, 5, 0, "row")
+    c.fill(-7)
+    assert fn(4, 4, 4, a.ctypes.data, 4, b.ctypes.data, 3, c.ctypes.data, 4) != 0  # ldb < N
+    assert (c == -7).all()

@@ -12,6 +12,11 @@ untouched on bad arguments)::
                              const uint16_t *B, int64_t ldb, float *C, int64_t ldc);
     void dse_set_threads(int n);   /* default: every core */
     int dse_gemm_engine(void);     /* 1: the AMX kernels run, 0: the AVX-512 ones */
+    int dse_gemm_kernel(int64_t M, int64_t N, int64_t K);  /* which kernel serves a shape */
+
+On a CPU without AMX, a GEMM of at most :data:`STREAM_M` rows runs the streaming kernels of
+:mod:`.amx_stream` (B read in place); a weight shape the table has no rule for runs the kernel
+of the table's nearest shape (in log M, K and N; the table's fallback when it lists no shapes).
 """
 
 from __future__ import annotations
@@ -27,10 +32,15 @@ from typing import Any
 
 from evaluators.hardware.amx_build import COMPILE_TIMEOUT_S, compile_command
 from evaluators.hardware.amx_source import kernel_source
+from evaluators.hardware.amx_stream import stream_source
 
 DTYPES = {"int8-int32": ("s8s8s32", "int8_t", "int32_t"),
           "bf16-fp32": ("bf16bf16f32", "uint16_t", "float")}
 RENAMED = ("dse_gemm", "dse_time", "dse_set_threads", "dse_amx_request")
+# On a CPU without AMX, GEMMs of at most this many rows run the streaming kernels (B read in
+# place, re-laid out in registers: amx_stream), whatever the table says: the space's kernels
+# re-lay a row-major B out in memory first, which at decode sizes costs more than the product.
+STREAM_M = 64
 # a kernel for any shape where the table has none (the other dtype), on each engine
 GENERAL = {"amx": {"grid_rows": 2, "grid_cols": 2, "mc": 256, "kc": 1024, "nc": 256},
            "avx512": {"grid_rows": 4, "grid_cols": 4, "mc": 64, "kc": 1024, "nc": 256,
@@ -54,6 +64,9 @@ void dse_set_threads(int n);
 /* 1 when the AMX kernels run, 0 when this CPU (or its kernel) has no AMX and the AVX-512
  * kernels serve every shape. */
 int dse_gemm_engine(void);
+/* The kernel a GEMM of the table's dtype runs: its index in the dispatch table, -1 the
+ * streaming kernel (small M without AMX), -2 the general AVX-512 kernel, -3 a size below 1. */
+int dse_gemm_kernel(int64_t M, int64_t N, int64_t K);
 #ifdef __cplusplus
 }}
 #endif
@@ -89,9 +102,11 @@ def _renamed(source: str, name: str) -> str:
     return "".join(f"#define {symbol} dse_{name}_{symbol[4:]}\n" for symbol in RENAMED) + source
 
 
-def dispatcher_source(table: Mapping[str, Any], emulate: bool = False) -> str:
+def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
+                      stream_m: int = STREAM_M) -> str:
     """The C of the ABI: the table's rules, the choice of engine at the first call (AMX taken
-    as present when its tiles are emulated), and each dtype's entry point."""
+    as present when its tiles are emulated), and each dtype's entry point; without AMX, GEMMs
+    of at most ``stream_m`` rows stream."""
     suffix, c_in, c_out = DTYPES[table["dtype"]]
     kernels = kernels_of(table)
     lines = ["#define DSE_AMX_EMULATE 1" if emulate else "", "#include <stdint.h>",
@@ -102,6 +117,10 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False) -> str:
                      f"const {k_in} *, int64_t, {k_out} *, int64_t);")
         lines.append(f"void dse_{name}_set_threads(int);")
         lines.append(f"int dse_{name}_amx_request(void);")
+    for c_suffix, (_, k_in, k_out) in ((v[0], v) for v in DTYPES.values()):
+        lines.append(f"int dse_stream_{c_suffix}(int64_t, int64_t, int64_t, const {k_in} *, "
+                     f"int64_t, const {k_in} *, int64_t, {k_out} *, int64_t, int);")
+    lines.append(f"#define STREAM_M {int(stream_m)}")
     rules = table["rules"] or []
     lines += ["", "typedef struct { int64_t k, n, m_min, m_max; int kernel; } dse_rule;",
               f"static const dse_rule rules[{max(1, len(rules))}] = {{",
@@ -114,7 +133,7 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False) -> str:
               "/* the table's AVX-512 kernels, which serve their shapes on a CPU without AMX */",
               f"static const int vector_kernel[{len(table['kernels'])}] = {{"
               + ", ".join(str(int(p.get("engine") == "avx512")) for _, _, p in
-                          kernels[:len(table["kernels"])]) + "};", ""]
+                          kernels[:len(table["kernels"])]) + "};", "", *_nearest(table), ""]
     table_calls = "\n".join(
         f"        case {n}: return dse_k{n}_gemm(M, N, K, A, lda, B, ldb, C, ldc);"
         for n in range(len(table["kernels"])))
@@ -130,6 +149,14 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False) -> str:
 DISPATCH = r"""
 static int engine = -1;  /* 1: AMX, 0: AVX-512 only */
 static int threads_set = 0;
+static int threads = 1;  /* of every kernel, the streaming ones' included */
+
+/* A call's arguments are wrong: a size below 1, a null pointer, a row longer than its leading
+ * dimension (checked here, before any kernel: the streaming ones trust their caller). */
+static int bad_arguments(int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                         const void *B, int64_t ldb, const void *C, int64_t ldc) {{
+    return M < 1 || N < 1 || K < 1 || !A || !B || !C || lda < K || ldb < N || ldc < N;
+}}
 
 /* AMX when CPUID says so and Linux grants the tile state. */
 static int amx_usable(void) {{
@@ -154,7 +181,14 @@ int dse_gemm_engine(void) {{ init(); return engine; }}
 void dse_set_threads(int n) {{
     if (n < 1) n = omp_get_num_procs();
     threads_set = 1;
+    threads = n;
 {setters}
+}}
+
+/* log2 of x >= 1 within 0.09: the exponent, then a straight line to the next power of two */
+static double rough_log2(int64_t x) {{
+    int e = 63 - __builtin_clzll((unsigned long long)x);
+    return e + ((double)x / (double)(1ULL << e) - 1.0);
 }}
 
 static int table_kernel(int64_t m, int64_t k, int64_t n) {{
@@ -163,15 +197,34 @@ static int table_kernel(int64_t m, int64_t k, int64_t n) {{
         if (r->k == k && r->n == n && r->m_min <= m && (r->m_max < 0 || m <= r->m_max))
             return r->kernel;
     }}
-    return FALLBACK;
+    /* a weight shape the table has no rule for: the kernel of the table's nearest shape (in
+     * log2 M, K and N), which suits a shape of its size better than one kernel for all */
+    int best = FALLBACK;
+    double lm = rough_log2(m), lk = rough_log2(k), ln = rough_log2(n), closest = 1e300;
+    for (unsigned i = 0; i < N_NEAR; i++) {{
+        const dse_near *s = &near_shapes[i];
+        double d = __builtin_fabs(lm - s->lm) + __builtin_fabs(lk - s->lk)
+                   + __builtin_fabs(ln - s->ln);
+        if (d < closest) {{ closest = d; best = s->kernel; }}
+    }}
+    return best;
+}}
+
+int dse_gemm_kernel(int64_t M, int64_t N, int64_t K) {{
+    init();
+    if (M < 1 || N < 1 || K < 1) return -3;
+    if (!engine && M <= STREAM_M) return -1;
+    int kernel = table_kernel(M, K, N);
+    return !engine && !vector_kernel[kernel] ? -2 : kernel;
 }}
 
 int dse_gemm_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t lda,
                       const {c_in} *B, int64_t ldb, {c_out} *C, int64_t ldc) {{
     init();
-    int kernel = table_kernel(M, K, N);
-    if (!engine && !vector_kernel[kernel])
-        return dse_avx512_{suffix}_gemm(M, N, K, A, lda, B, ldb, C, ldc);
+    if (bad_arguments(M, N, K, A, lda, B, ldb, C, ldc)) return 1;
+    int kernel = dse_gemm_kernel(M, N, K);
+    if (kernel == -1) return dse_stream_{suffix}(M, N, K, A, lda, B, ldb, C, ldc, threads);
+    if (kernel == -2) return dse_avx512_{suffix}_gemm(M, N, K, A, lda, B, ldb, C, ldc);
     switch (kernel) {{
 {table_calls}
     }}
@@ -183,10 +236,32 @@ GENERAL_ENTRY = r"""
 int dse_gemm_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t lda,
                       const {c_in} *B, int64_t ldb, {c_out} *C, int64_t ldc) {{
     init();
+    if (bad_arguments(M, N, K, A, lda, B, ldb, C, ldc)) return 1;
+    if (!engine && M <= STREAM_M)
+        return dse_stream_{suffix}(M, N, K, A, lda, B, ldb, C, ldc, threads);
     return engine ? dse_amx_{suffix}_gemm(M, N, K, A, lda, B, ldb, C, ldc)
                   : dse_avx512_{suffix}_gemm(M, N, K, A, lda, B, ldb, C, ldc);
 }}
 """
+
+
+def rough_log2(x: int) -> float:
+    """The dispatcher's log2 of an integer x >= 1 (its ``rough_log2``: the exponent, then a
+    straight line to the next power of two; within 0.09 of log2)."""
+    e = int(x).bit_length() - 1
+    return e + (x / (1 << e) - 1.0)
+
+
+def _nearest(table: Mapping[str, Any]) -> list[str]:
+    """C of the table's shapes as log2 M, K, N and the kernel each runs (a table without its
+    shapes: none, and the fallback serves every shape without a rule)."""
+    shapes = [s for s in table.get("shapes") or [] if 0 <= s.get("kernel", -1) <
+              len(table["kernels"])]
+    rows = [f"    {{{rough_log2(s['M'])!r}, {rough_log2(s['K'])!r}, {rough_log2(s['N'])!r}, "
+            f"{s['kernel']}}}," for s in shapes]
+    return ["typedef struct { double lm, lk, ln; int kernel; } dse_near;",
+            f"static const dse_near near_shapes[{max(1, len(rows))}] = {{",
+            *(rows or ["    {0, 0, 0, 0},"]), "};", f"#define N_NEAR {len(rows)}"]
 
 
 def _compile(command: list[str], source: str, work: Path, name: str) -> tuple[Path, str | None]:
@@ -198,12 +273,13 @@ def _compile(command: list[str], source: str, work: Path, name: str) -> tuple[Pa
     return obj, (done.stderr[-800:] or "the compiler failed") if done.returncode else None
 
 
-def build_library(table: Mapping[str, Any], out: str | Path,
-                  emulate: bool = False) -> list[Path]:
+def build_library(table: Mapping[str, Any], out: str | Path, emulate: bool = False,
+                  stream_m: int = STREAM_M) -> list[Path]:
     """Compile ``table``'s kernels, its dispatch and the general kernels into the shared
     library ``out`` and write ``dse_gemm.h`` beside it; the two paths. ``emulate`` computes
     the AMX kernels' tiles in C (tests on CPUs without AMX; the dispatcher then takes AMX as
-    present)."""
+    present); ``stream_m``: on a CPU without AMX, GEMMs of at most this many rows run the
+    streaming kernels (0: none do)."""
     from dse.core.errors import UsageError
 
     if table["dtype"] not in DTYPES:
@@ -220,7 +296,8 @@ def build_library(table: Mapping[str, Any], out: str | Path,
     command = compile_command(emulate)
     units = [(name, _renamed(kernel_source(params, dtype, "row", emulate), name))
              for name, dtype, params in kernels_of(table)]
-    units.append(("dispatch", dispatcher_source(table, emulate)))
+    units.append(("stream", stream_source()))
+    units.append(("dispatch", dispatcher_source(table, emulate, stream_m)))
     with tempfile.TemporaryDirectory(prefix="dse-lib-") as folder:
         work = Path(folder)
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:

@@ -1,0 +1,394 @@
+"""The library's streaming kernels for small M with a row-major B (AVX-512 VNNI / BF16).
+
+A decode GEMM (M of 1 to a few dozen) is bound by reading B once. The space's kernels re-lay a
+row-major B out to VNNI in memory first (``pack_b=gemm`` or ``block``): B read, written and read
+again, which costs more than the product; its in-place kernels (``pack_b=none``) need B stored
+N x K. These read a row-major B in place and re-lay it out in registers: per 4 K rows (int8) or
+2 (bf16) of a 64-column chunk, the rows' 64-byte pieces are interleaved by byte or word unpacks
+into the VNNI groups ``VPDPBUSD`` / ``VDPBF16PS`` take, each unpack's lanes holding columns in a
+fixed permuted order that a 4x4 transpose of 128-bit lanes undoes when C is stored. int8 flips
+B's sign bit (B + 128 as the unsigned operand, A broadcast as the signed one) and takes 128 x A's
+row sums off, so no column sums of B are needed. K is walked in blocks of ``STREAM_KB`` rows
+(the block's rows of a thread's columns stay in L2 while its row groups of 4 pass; C holds the
+partial sums between blocks), the rows ``STREAM_PF`` ahead prefetched (rows of a large B are
+pages apart, where the hardware prefetchers stop). The columns are split over the threads in
+64-column chunks; a product of under ``STREAM_SMALL`` multiply-adds runs on one thread (a fork
+and join would cost more than it).
+
+Exported (B row-major, every leading dimension honoured; the caller checks the arguments)::
+
+    int dse_stream_s8s8s32(int64_t M, int64_t N, int64_t K, const int8_t *A, int64_t lda,
+                           const int8_t *B, int64_t ldb, int32_t *C, int64_t ldc, int threads);
+    int dse_stream_bf16bf16f32(/* the same with uint16_t A, B and float C */);
+"""
+
+from __future__ import annotations
+
+STREAM_KB = 256  # int8 K rows of a block (a multiple of 4; bf16 half): 2 chunks re-laid, 32 KiB
+STREAM_PF = 16  # rows of B prefetched ahead
+STREAM_WIDE = 4  # 64-column chunks re-laid out together for M <= 4 (each row's 256 bytes read
+# at once); half as many for more rows, whose groups read the buffer again (it stays in L1)
+STREAM_SMALL = 1 << 20  # multiply-adds under which one thread does the whole product
+
+STREAM_SOURCE = r"""
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#define KB {kb}
+#define GROUPS (KB / 4)  /* groups of a block: 4 int8 rows, or 2 bf16 rows of a half block */
+#define WIDE {wide}
+#define COMMA_SUMS , sums + i
+#define PF {pf}
+#define SMALL {small}
+#define INLINE static inline __attribute__((always_inline))
+
+/* 16-column masks of a chunk w columns wide */
+INLINE __mmask16 cols16(int w, int q) {{
+    int left = w - 16 * q;
+    return left <= 0 ? 0 : left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);
+}}
+
+/* int8: unpacked lane L of vector q holds columns 16L + 4q .. +3: a 4x4 lane transpose swaps
+ * that order and C's (it is its own inverse) */
+INLINE void lanes4(__m512i v[4]) {{
+    __m512i x0 = _mm512_shuffle_i32x4(v[0], v[1], 0x44);
+    __m512i x1 = _mm512_shuffle_i32x4(v[0], v[1], 0xEE);
+    __m512i x2 = _mm512_shuffle_i32x4(v[2], v[3], 0x44);
+    __m512i x3 = _mm512_shuffle_i32x4(v[2], v[3], 0xEE);
+    v[0] = _mm512_shuffle_i32x4(x0, x2, 0x88); v[1] = _mm512_shuffle_i32x4(x0, x2, 0xDD);
+    v[2] = _mm512_shuffle_i32x4(x1, x3, 0x88); v[3] = _mm512_shuffle_i32x4(x1, x3, 0xDD);
+}}
+
+{s8_groups}
+/* bf16: a row's 64 columns are two 32-column vectors; unpacked vector q (of 4) lane L holds
+ * columns 32 (q / 2) + 8L + 4 (q % 2) .. +3 */
+INLINE void to_c(__m512 v[4]) {{
+    for (int h = 0; h < 4; h += 2) {{
+        __m512 lo = _mm512_shuffle_f32x4(v[h], v[h + 1], 0x44);
+        __m512 hi = _mm512_shuffle_f32x4(v[h], v[h + 1], 0xEE);
+        v[h] = _mm512_shuffle_f32x4(lo, lo, 0xD8);
+        v[h + 1] = _mm512_shuffle_f32x4(hi, hi, 0xD8);
+    }}
+}}
+
+INLINE void from_c(__m512 v[4]) {{
+    for (int h = 0; h < 4; h += 2) {{
+        __m512 a = _mm512_shuffle_f32x4(v[h], v[h + 1], 0x88);
+        __m512 b = _mm512_shuffle_f32x4(v[h], v[h + 1], 0xDD);
+        v[h] = a;
+        v[h + 1] = b;
+    }}
+}}
+
+{bf_groups}
+/* A block of K rows of up to WIDE 64-column chunks of B, re-laid out once into a buffer the
+ * chunks' row groups then read (from L1 or L2): each row's WIDE x 64 bytes are read together
+ * (rows of B are pages apart: a row read 64 bytes at a time would cost a DRAM page opening per
+ * line), and a B read again row by row would not stay even in L2 (the rows share cache sets).
+ * Chunk c's groups start at buf + c * GROUPS * 4; only whole groups of 4 (int8) or 2 (bf16)
+ * rows are laid out (a group past K is read from B by the row groups, A's values past K zero). */
+static void s8_pack(const int8_t *B, int64_t ldb, int64_t j, int64_t width, int64_t k0,
+                    int64_t k1, __m512i *buf) {{
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    int chunks = (int)((width + 63) / 64);
+    for (int64_t k = k0, g = 0; k + 4 <= k1; k += 4, g++) {{
+        for (int c = 0; c < chunks; c++) {{
+            int64_t w = width - 64 * c;
+            const __mmask64 lm = w >= 64 ? ~0ULL : (1ULL << w) - 1;
+            const int8_t *b = B + k * ldb + j + 64 * c;
+            _mm_prefetch((const char *)(b + PF * ldb), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + (PF + 1) * ldb), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + (PF + 2) * ldb), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + (PF + 3) * ldb), _MM_HINT_T0);
+            __m512i r0 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lm, b), bias);
+            __m512i r1 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lm, b + ldb), bias);
+            __m512i r2 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lm, b + 2 * ldb), bias);
+            __m512i r3 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lm, b + 3 * ldb), bias);
+            __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);
+            __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);
+            __m512i *out = buf + (c * GROUPS + g) * 4;
+            _mm512_store_si512(out, _mm512_unpacklo_epi16(t0, t2));
+            _mm512_store_si512(out + 1, _mm512_unpackhi_epi16(t0, t2));
+            _mm512_store_si512(out + 2, _mm512_unpacklo_epi16(t1, t3));
+            _mm512_store_si512(out + 3, _mm512_unpackhi_epi16(t1, t3));
+        }}
+    }}
+}}
+
+static void bf_pack(const uint16_t *B, int64_t ldb, int64_t j, int64_t width, int64_t k0,
+                    int64_t k1, __m512i *buf) {{
+    int chunks = (int)((width + 63) / 64);
+    for (int64_t k = k0, g = 0; k + 2 <= k1; k += 2, g++) {{
+        for (int c = 0; c < chunks; c++) {{
+            int64_t w = width - 64 * c;
+            const __mmask32 ma = w >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << w) - 1);
+            const __mmask32 mb = w >= 64 ? 0xFFFFFFFFu
+                                         : w <= 32 ? 0 : (__mmask32)((1u << (w - 32)) - 1);
+            const uint16_t *b = B + k * ldb + j + 64 * c;
+            _mm_prefetch((const char *)(b + PF * ldb), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + PF * ldb + 32), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + (PF + 1) * ldb), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + (PF + 1) * ldb + 32), _MM_HINT_T0);
+            __m512i r0a = _mm512_maskz_loadu_epi16(ma, b);
+            __m512i r0b = _mm512_maskz_loadu_epi16(mb, b + 32);
+            __m512i r1a = _mm512_maskz_loadu_epi16(ma, b + ldb);
+            __m512i r1b = _mm512_maskz_loadu_epi16(mb, b + ldb + 32);
+            __m512i *out = buf + (c * GROUPS + g) * 4;
+            _mm512_store_si512(out, _mm512_unpacklo_epi16(r0a, r1a));
+            _mm512_store_si512(out + 1, _mm512_unpackhi_epi16(r0a, r1a));
+            _mm512_store_si512(out + 2, _mm512_unpacklo_epi16(r0b, r1b));
+            _mm512_store_si512(out + 3, _mm512_unpackhi_epi16(r0b, r1b));
+        }}
+    }}
+}}
+
+/* the threads to use: one for a small product, never more than there are chunks */
+static int stream_threads(int64_t M, int64_t N, int64_t K, int threads) {{
+    int64_t chunks = (N + 63) / 64;
+    if (M * N * K < SMALL) return 1;
+    return threads < chunks ? threads : (int)chunks;
+}}
+
+/* Each thread a share of the 64-column chunks; per block of K rows (KB int8, KB / 2 bf16) and
+ * WIDE chunks: the block re-laid out, then each chunk's row groups of 4 (and the rest). */
+#define DRIVER(pack, group, rows_per_block, SUMS)                                           \
+    int64_t chunks = (N + 63) / 64;                                                         \
+    _Pragma("omp parallel num_threads(stream_threads(M, N, K, threads))")                   \
+    {{                                                                                      \
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();                          \
+        int64_t lo = chunks * t / nt, hi = chunks * (t + 1) / nt;                           \
+        __m512i *buf = dse_stream_buffer(t);                                                 \
+        int64_t wide = M <= 4 ? WIDE : WIDE / 2;  /* one row group: B is read once, L2 holds it */ \
+        for (int64_t k0 = 0; k0 < K; k0 += rows_per_block) {{                                \
+            int64_t k1 = k0 + rows_per_block < K ? k0 + rows_per_block : K;                 \
+            for (int64_t c0 = lo; c0 < hi; c0 += wide) {{                                    \
+                int64_t c1 = c0 + wide < hi ? c0 + wide : hi;                               \
+                int64_t right = 64 * c1 < N ? 64 * c1 : N;                                  \
+                pack(B, ldb, 64 * c0, right - 64 * c0, k0, k1, buf);                        \
+                for (int64_t c = c0; c < c1; c++) {{                                         \
+                    int64_t j = 64 * c;                                                     \
+                    int w = N - j < 64 ? (int)(N - j) : 64;                                 \
+                    const __m512i *packed = buf + (c - c0) * GROUPS * 4;                    \
+                    int64_t i = 0;                                                          \
+                    for (; i + 4 <= M; i += 4)                                              \
+                        group##4(A + i * lda, lda, B, ldb, C + i * ldc, ldc, j, w, k0, k1,  \
+                                 k1 == K SUMS, packed);                                            \
+                    switch (M - i) {{                                                        \
+                    case 3: group##3(A + i * lda, lda, B, ldb, C + i * ldc, ldc, j, w, k0,  \
+                                     k1, k1 == K SUMS, packed); break;                             \
+                    case 2: group##2(A + i * lda, lda, B, ldb, C + i * ldc, ldc, j, w, k0,  \
+                                     k1, k1 == K SUMS, packed); break;                             \
+                    case 1: group##1(A + i * lda, lda, B, ldb, C + i * ldc, ldc, j, w, k0,  \
+                                     k1, k1 == K SUMS, packed); break;                             \
+                    }}                                                                      \
+                }}                                                                          \
+            }}                                                                              \
+        }}                                                                                  \
+    }}
+
+/* each thread's buffer (WIDE chunks x GROUPS groups x 4 vectors), kept between calls */
+#define MAX_THREADS 256
+static __m512i *dse_stream_buffer(int t) {{
+    static __m512i *buffers[MAX_THREADS];
+    if (!buffers[t % MAX_THREADS])
+        buffers[t % MAX_THREADS] = aligned_alloc(64, WIDE * GROUPS * 4 * sizeof(__m512i));
+    return buffers[t % MAX_THREADS];
+}}
+
+int dse_stream_s8s8s32(int64_t M, int64_t N, int64_t K, const int8_t *A, int64_t lda,
+                       const int8_t *B, int64_t ldb, int32_t *C, int64_t ldc, int threads) {{
+    int32_t sums[M];  /* A's row sums: B + 128 is multiplied, 128 x these come off */
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t r = 0; r < M; r++) {{
+        __m512i s = _mm512_setzero_si512();
+        for (int64_t k = 0; k < K; k += 64) {{
+            __mmask64 m = K - k >= 64 ? ~0ULL : (1ULL << (K - k)) - 1;
+            s = _mm512_dpbusd_epi32(s, ones, _mm512_maskz_loadu_epi8(m, A + r * lda + k));
+        }}
+        sums[r] = _mm512_reduce_add_epi32(s);
+    }}
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    DRIVER(s8_pack, s8_group, KB, COMMA_SUMS)
+    return 0;
+}}
+
+int dse_stream_bf16bf16f32(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                           const uint16_t *B, int64_t ldb, float *C, int64_t ldc,
+                           int threads) {{
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    DRIVER(bf_pack, bf_group, KB / 2, )
+    return 0;
+}}
+"""
+
+
+def _s8_group(rows: int) -> str:
+    """``s8_group{rows}``: ``rows`` rows of A against a 64-column chunk of B over K rows
+    [k0, k1), the accumulators named (generated unrolled, so they stay in registers)."""
+    acc = [[f"acc{r}_{q}" for q in range(4)] for r in range(rows)]
+    out = [f"static void s8_group{rows}(const int8_t *A, int64_t lda, const int8_t *B, "
+           "int64_t ldb, int32_t *C, int64_t ldc, int64_t j, int w, int64_t k0, int64_t k1, "
+           "int last, const int32_t *rowsum, const __m512i *packed) {",
+           "    const __mmask64 lm = w >= 64 ? ~0ULL : (1ULL << w) - 1;",
+           "    const __m512i bias = _mm512_set1_epi8((char)0x80);",
+           "    __m512i " + ", ".join(a for row in acc for a in row) + ";",
+           "    if (k0 == 0) {"]
+    for r in range(rows):
+        out.append(f"        __m512i s{r} = _mm512_set1_epi32(-128 * rowsum[{r}]);")
+        out.append("        " + " ".join(f"{a} = s{r};" for a in acc[r]))
+    # a whole chunk's partial sums wait in C in the accumulators' order (no lane transposes
+    # between blocks); a chunk narrower than 64 columns keeps C's order (nothing past N written)
+    out.append("    } else if (w == 64) {")
+    for r in range(rows):
+        out.append("        " + " ".join(f"{a} = _mm512_loadu_si512(C + {r} * ldc + j + {16 * q});"
+                                        for q, a in enumerate(acc[r])))
+    out.append("    } else {")
+    for r in range(rows):
+        loads = ", ".join(f"_mm512_maskz_loadu_epi32(cols16(w, {q}), C + {r} * ldc + j + {16 * q})"
+                          for q in range(4))
+        out.append(f"        __m512i v{r}[4] = {{{loads}}};")
+        out.append(f"        lanes4(v{r});")
+        out.append("        " + " ".join(f"{a} = v{r}[{q}];" for q, a in enumerate(acc[r])))
+    out.append("    }")
+
+    def multiply(a_value: str) -> list[str]:
+        body = []
+        for r in range(rows):
+            body.append(f"        {{ int32_t v; {a_value.format(r=r)} "
+                        "__m512i x = _mm512_set1_epi32(v);")
+            body += [f"          {a} = _mm512_dpbusd_epi32({a}, u{q}, x);"
+                     for q, a in enumerate(acc[r])]
+            body.append("        }")
+        return body
+
+    interleave = [
+        "        __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);",
+        "        __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);",
+        "        __m512i u0 = _mm512_unpacklo_epi16(t0, t2), u1 = _mm512_unpackhi_epi16(t0, t2);",
+        "        __m512i u2 = _mm512_unpacklo_epi16(t1, t3), u3 = _mm512_unpackhi_epi16(t1, t3);"]
+    out += ["    int64_t k = k0;",
+            "    if (packed) for (; k + 4 <= k1; k += 4, packed += 4) {",
+            "        __m512i u0 = packed[0], u1 = packed[1], u2 = packed[2], u3 = packed[3];",
+            *multiply("memcpy(&v, A + {r} * lda + k, 4);"),
+            "    }",
+            "    for (; k + 4 <= k1; k += 4) {",
+            "        const int8_t *b = B + k * ldb + j;",
+            *(f"        _mm_prefetch((const char *)(b + (PF + {i}) * ldb), _MM_HINT_T0);"
+              for i in range(4)),
+            *(f"        __m512i r{i} = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lm, b + {i} * ldb)"
+              ", bias);" for i in range(4)),
+            *interleave,
+            *multiply("memcpy(&v, A + {r} * lda + k, 4);"),
+            "    }",
+            "    if (k < k1) {  /* K's last 1 to 3 rows: missing rows, and A past K, are zero */",
+            *(f"        __m512i r{i} = _mm512_xor_si512(k + {i} < k1 ? _mm512_maskz_loadu_epi8("
+              f"lm, B + (k + {i}) * ldb + j) : _mm512_setzero_si512(), bias);"
+              for i in range(4)),
+            *interleave,
+            *multiply("int8_t bytes[4] = {{0, 0, 0, 0}}; for (int i = 0; k + i < k1; i++) "
+                      "bytes[i] = A[{r} * lda + k + i]; memcpy(&v, bytes, 4);"),
+            "    }"]
+    out.append("    if (!last && w == 64) {")
+    for r in range(rows):
+        out += [f"        _mm512_storeu_si512(C + {r} * ldc + j + {16 * q}, {a});"
+                for q, a in enumerate(acc[r])]
+    out.append("    } else {")
+    for r in range(rows):
+        out.append(f"    {{ __m512i v[4] = {{{', '.join(acc[r])}}}; lanes4(v);")
+        out += [f"      _mm512_mask_storeu_epi32(C + {r} * ldc + j + {16 * q}, cols16(w, {q}), "
+                f"v[{q}]);" for q in range(4)]
+        out.append("    }")
+    out += ["    }", "}"]
+    return "\n".join(out)
+
+
+def _bf_group(rows: int) -> str:
+    """``bf_group{rows}``: the bf16 twin of :func:`_s8_group` (pairs of K rows)."""
+    acc = [[f"acc{r}_{q}" for q in range(4)] for r in range(rows)]
+    out = [f"static void bf_group{rows}(const uint16_t *A, int64_t lda, const uint16_t *B, "
+           "int64_t ldb, float *C, int64_t ldc, int64_t j, int w, int64_t k0, int64_t k1, "
+           "int last, const __m512i *packed) {",
+           "    const __mmask32 ma = w >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << w) - 1);",
+           "    const __mmask32 mb = w >= 64 ? 0xFFFFFFFFu : w <= 32 ? 0 "
+           ": (__mmask32)((1u << (w - 32)) - 1);",
+           "    __m512 " + ", ".join(a for row in acc for a in row) + ";",
+           "    if (k0 == 0) {",
+           "        " + " ".join(f"{a} = _mm512_setzero_ps();" for row in acc for a in row),
+           "    } else if (w == 64) {",
+           *("        " + " ".join(f"{a} = _mm512_loadu_ps(C + {r} * ldc + j + {16 * q});"
+                                   for q, a in enumerate(acc[r])) for r in range(rows)),
+           "    } else {"]
+    for r in range(rows):
+        loads = ", ".join(f"_mm512_maskz_loadu_ps(cols16(w, {q}), C + {r} * ldc + j + {16 * q})"
+                          for q in range(4))
+        out.append(f"        __m512 v{r}[4] = {{{loads}}};")
+        out.append(f"        from_c(v{r});")
+        out.append("        " + " ".join(f"{a} = v{r}[{q}];" for q, a in enumerate(acc[r])))
+    out.append("    }")
+
+    def multiply(a_value: str) -> list[str]:
+        body = []
+        for r in range(rows):
+            body.append(f"        {{ int32_t v; {a_value.format(r=r)} "
+                        "__m512i x = _mm512_set1_epi32(v);")
+            body += [f"          {a} = _mm512_dpbf16_ps({a}, (__m512bh)u{q}, (__m512bh)x);"
+                     for q, a in enumerate(acc[r])]
+            body.append("        }")
+        return body
+
+    interleave = [
+        "        __m512i u0 = _mm512_unpacklo_epi16(r0a, r1a);",
+        "        __m512i u1 = _mm512_unpackhi_epi16(r0a, r1a);",
+        "        __m512i u2 = _mm512_unpacklo_epi16(r0b, r1b);",
+        "        __m512i u3 = _mm512_unpackhi_epi16(r0b, r1b);"]
+    out += ["    int64_t k = k0;",
+            "    if (packed) for (; k + 2 <= k1; k += 2, packed += 4) {",
+            "        __m512i u0 = packed[0], u1 = packed[1], u2 = packed[2], u3 = packed[3];",
+            *multiply("memcpy(&v, A + {r} * lda + k, 4);"),
+            "    }",
+            "    for (; k + 2 <= k1; k += 2) {",
+            "        const uint16_t *b = B + k * ldb + j;",
+            *(f"        _mm_prefetch((const char *)(b + (PF + {i}) * ldb + {h}), _MM_HINT_T0);"
+              for i in range(2) for h in (0, 32)),
+            "        __m512i r0a = _mm512_maskz_loadu_epi16(ma, b), "
+            "r0b = _mm512_maskz_loadu_epi16(mb, b + 32);",
+            "        __m512i r1a = _mm512_maskz_loadu_epi16(ma, b + ldb), "
+            "r1b = _mm512_maskz_loadu_epi16(mb, b + ldb + 32);",
+            *interleave,
+            *multiply("memcpy(&v, A + {r} * lda + k, 4);"),
+            "    }",
+            "    if (k < k1) {  /* an odd K's last row: its pair's second row and A's are zero */",
+            "        const uint16_t *b = B + k * ldb + j;",
+            "        __m512i r0a = _mm512_maskz_loadu_epi16(ma, b), "
+            "r0b = _mm512_maskz_loadu_epi16(mb, b + 32);",
+            "        __m512i r1a = _mm512_setzero_si512(), r1b = _mm512_setzero_si512();",
+            *interleave,
+            *multiply("v = (int32_t)A[{r} * lda + k];"),
+            "    }"]
+    out.append("    if (!last && w == 64) {")
+    for r in range(rows):
+        out += [f"        _mm512_storeu_ps(C + {r} * ldc + j + {16 * q}, {a});"
+                for q, a in enumerate(acc[r])]
+    out.append("    } else {")
+    for r in range(rows):
+        out.append(f"    {{ __m512 v[4] = {{{', '.join(acc[r])}}}; to_c(v);")
+        out += [f"      _mm512_mask_storeu_ps(C + {r} * ldc + j + {16 * q}, cols16(w, {q}), "
+                f"v[{q}]);" for q in range(4)]
+        out.append("    }")
+    out += ["    }", "}"]
+    return "\n".join(out)
+
+
+def stream_source(kb: int = STREAM_KB, pf: int = STREAM_PF, small: int = STREAM_SMALL,
+                  wide: int = STREAM_WIDE) -> str:
+    """The C of the streaming kernels (``kb`` K rows a block, a multiple of 4; rows ``pf``
+    ahead prefetched; one thread under ``small`` multiply-adds)."""
+    if kb < 4 or kb % 4:
+        raise ValueError(f"kb={kb}: a positive multiple of 4")
+    return STREAM_SOURCE.format(
+        kb=kb, pf=pf, small=small, wide=wide,
+        s8_groups="\n\n".join(_s8_group(r) for r in range(1, 5)),
+        bf_groups="\n\n".join(_bf_group(r) for r in range(1, 5)))
