@@ -137,7 +137,7 @@ def test_a_kernel_that_needs_a_column_major_b_is_refused(tmp_path, capsys):
 # AMX: every tail of M (row groups of 4), N (64-column chunks), K (4 int8 or 2 bf16 rows a group,
 # blocks of kb rows), leading dimensions longer than rows, one and two threads.
 STREAM_SHAPES = [(1, 1, 1, 0), (1, 5, 3, 0), (2, 64, 4, 1), (3, 65, 9, 2), (4, 130, 17, 0),
-                 (5, 127, 1030, 3), (7, 999, 100, 0), (9, 33, 258, 5)]
+                 (5, 127, 1030, 3), (7, 999, 100, 0), (9, 33, 258, 5), (300, 70, 9, 1)]
 
 
 @pytest.fixture(scope="module")
@@ -192,16 +192,20 @@ NATIVE_TABLE = {
 }
 
 
+STREAM_M = 64  # the native library's bound here, so that the table's paths run too
+
+
 @pytest.fixture(scope="module")
 def native(tmp_path_factory):
-    """The library as built for this CPU (no emulation); on a CPU without AMX its AVX-512 and
-    streaming kernels serve every shape."""
+    """The library as built for this CPU (no emulation), GEMMs of over :data:`STREAM_M` rows
+    left to the table; on a CPU without AMX its AVX-512 and streaming kernels serve every
+    shape."""
+    from evaluators.hardware.amx_library import build_library
+
     if amx_problem() is None:
         pytest.skip("this CPU has AMX: the library runs its AMX kernels, not the AVX-512 ones")
     folder = tmp_path_factory.mktemp("native")
-    (folder / "table.json").write_text(json.dumps(NATIVE_TABLE))
-    assert main(["dispatch", "build", str(folder / "table.json"), "--out",
-                 str(folder / "libdsegemm.so")]) == 0
+    build_library(NATIVE_TABLE, folder / "libdsegemm.so", stream_m=STREAM_M)
     lib = ctypes.CDLL(str(folder / "libdsegemm.so"))
     lib.dse_gemm_kernel.argtypes = [ctypes.c_int64] * 3
     return lib
@@ -209,8 +213,6 @@ def native(tmp_path_factory):
 
 def test_without_amx_small_m_streams_and_an_unseen_weight_runs_the_nearest_shapes_kernel(
         native):
-    from evaluators.hardware.amx_library import STREAM_M
-
     assert native.dse_gemm_engine() == 0
     kernel = native.dse_gemm_kernel  # (M, N, K)
     assert kernel(1, 128, 256) == kernel(STREAM_M, 9, 9) == -1  # streamed
@@ -218,6 +220,17 @@ def test_without_amx_small_m_streams_and_an_unseen_weight_runs_the_nearest_shape
     assert kernel(400, 1900, 2000) == 1  # nearest: 512x2048x2048
     assert kernel(100, 100, 150) == 0  # nearest: 96x160x96
     assert kernel(0, 1, 1) == -3
+
+
+def test_by_default_every_gemm_streams_without_amx(tmp_path):
+    if amx_problem() is None:
+        pytest.skip("this CPU has AMX: the library runs its AMX kernels")
+    (tmp_path / "t.json").write_text(json.dumps(NATIVE_TABLE))
+    assert main(["dispatch", "build", str(tmp_path / "t.json"), "--out",
+                 str(tmp_path / "lib.so")]) == 0
+    lib = ctypes.CDLL(str(tmp_path / "lib.so"))
+    lib.dse_gemm_kernel.argtypes = [ctypes.c_int64] * 3
+    assert lib.dse_gemm_kernel(1, 128, 256) == lib.dse_gemm_kernel(4096, 128, 256) == -1
 
 
 def test_the_nearest_shapes_log_is_the_dispatchers():
@@ -230,8 +243,6 @@ def test_the_nearest_shapes_log_is_the_dispatchers():
 
 @pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
 def test_without_amx_every_path_is_exact(native, dtype):
-    from evaluators.hardware.amx_library import STREAM_M
-
     fn = _gemm(native, dtype)
     shapes = [(1, 128, 256, 0), (STREAM_M, 45, 70, 3), (STREAM_M + 1, 128, 256, 1),
               (100, 97, 150, 2), (3, 4099, 17, 0)]

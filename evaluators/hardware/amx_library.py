@@ -14,7 +14,8 @@ untouched on bad arguments)::
     int dse_gemm_engine(void);     /* 1: the AMX kernels run, 0: the AVX-512 ones */
     int dse_gemm_kernel(int64_t M, int64_t N, int64_t K);  /* which kernel serves a shape */
 
-On a CPU without AMX, a GEMM of at most :data:`STREAM_M` rows runs the streaming kernels of
+On a CPU without AMX, a GEMM of at most :data:`STREAM_M` rows (by default: any) runs the
+streaming kernels of
 :mod:`.amx_stream` (B read in place); a weight shape the table has no rule for runs the kernel
 of the table's nearest shape (in log M, K and N; the table's fallback when it lists no shapes).
 """
@@ -38,9 +39,11 @@ DTYPES = {"int8-int32": ("s8s8s32", "int8_t", "int32_t"),
           "bf16-fp32": ("bf16bf16f32", "uint16_t", "float")}
 RENAMED = ("dse_gemm", "dse_time", "dse_set_threads", "dse_amx_request")
 # On a CPU without AMX, GEMMs of at most this many rows run the streaming kernels (B read in
-# place, re-laid out in registers: amx_stream), whatever the table says: the space's kernels
-# re-lay a row-major B out in memory first, which at decode sizes costs more than the product.
-STREAM_M = 64
+# place, re-laid out in registers: amx_stream), whatever the table says. The space's AVX-512
+# kernels re-lay a row-major B out in memory first and take B's column sums; measured on a Zen 4
+# they ran 1.1-6x the streaming kernels' time at every M of the Llama-3.1-8B mix (1 to 512), so
+# by default every GEMM streams there (a build can pass a smaller bound).
+STREAM_M = 2**62
 # a kernel for any shape where the table has none (the other dtype), on each engine
 GENERAL = {"amx": {"grid_rows": 2, "grid_cols": 2, "mc": 256, "kc": 1024, "nc": 256},
            "avx512": {"grid_rows": 4, "grid_cols": 4, "mc": 64, "kc": 1024, "nc": 256,
@@ -120,7 +123,7 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
     for c_suffix, (_, k_in, k_out) in ((v[0], v) for v in DTYPES.values()):
         lines.append(f"int dse_stream_{c_suffix}(int64_t, int64_t, int64_t, const {k_in} *, "
                      f"int64_t, const {k_in} *, int64_t, {k_out} *, int64_t, int);")
-    lines.append(f"#define STREAM_M {int(stream_m)}")
+    lines.append(f"#define STREAM_M {int(stream_m)}LL")
     rules = table["rules"] or []
     lines += ["", "typedef struct { int64_t k, n, m_min, m_max; int kernel; } dse_rule;",
               f"static const dse_rule rules[{max(1, len(rules))}] = {{",

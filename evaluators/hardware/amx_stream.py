@@ -200,7 +200,9 @@ static __m512i *dse_stream_buffer(int t) {{
 
 int dse_stream_s8s8s32(int64_t M, int64_t N, int64_t K, const int8_t *A, int64_t lda,
                        const int8_t *B, int64_t ldb, int32_t *C, int64_t ldc, int threads) {{
-    int32_t sums[M];  /* A's row sums: B + 128 is multiplied, 128 x these come off */
+    /* A's row sums: B + 128 is multiplied, 128 x these come off */
+    int32_t local[256], *sums = M <= 256 ? local : malloc((size_t)M * sizeof(int32_t));
+    if (!sums) return 2;
     const __m512i ones = _mm512_set1_epi8(1);
     for (int64_t r = 0; r < M; r++) {{
         __m512i s = _mm512_setzero_si512();
@@ -212,6 +214,7 @@ int dse_stream_s8s8s32(int64_t M, int64_t N, int64_t K, const int8_t *A, int64_t
     }}
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     DRIVER(s8_pack, s8_group, KB, COMMA_SUMS)
+    if (sums != local) free(sums);
     return 0;
 }}
 
