@@ -201,6 +201,12 @@ class Library:
                    self.lib.dse_gemm_bf16bf16f32)
         self.fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64] * 3
         self.fn.restype = ctypes.c_int
+        self.lib.dse_gemm_kernel.argtypes = [ctypes.c_int64] * 3
+
+    def kernel(self, shape: Shape) -> str:
+        """Which of the library's kernels serves ``shape`` (``dse_gemm_kernel``)."""
+        index = self.lib.dse_gemm_kernel(shape.M, shape.N, shape.K)
+        return {-1: "streaming", -2: "general AVX-512"}.get(index, f"table kernel {index}")
 
     def call(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Callable[[], int]:
         """A call of the library on these operands (arguments converted once)."""
@@ -213,11 +219,29 @@ class Library:
 
 
 def operands(dtype: str, shape: Shape, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A (M x K) and B (K x N, row-major) drawn as the kernels' harness draws them, and the
-    float64 reference product."""
-    from evaluators.hardware.amx_kernel import operands as draw
+    """A (M x K) and B (K x N, row-major) drawn as the kernels' harness draws them (int8 over
+    its whole range, bf16 in [-1, 1]), and the float64 reference product, computed a block of
+    columns at a time (a float64 copy of an LM head's B would take 4 GiB). Nothing is kept
+    between shapes (the harness's own ``operands`` caches every shape it draws)."""
+    from evaluators.hardware.amx_kernel import from_bf16, to_bf16
 
-    a, b, _, reference = draw(DTYPES[dtype], shape.M, shape.N, shape.K, seed, 0, "row")
+    rng = np.random.default_rng(seed)
+    M, K, N = shape.M, shape.K, shape.N
+    if dtype == "int8":
+        a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+        b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+        widen = lambda x: x.astype(np.float64)  # noqa: E731
+    else:
+        a = to_bf16(rng.uniform(-1, 1, (M, K)).astype(np.float32))
+        b = np.empty((K, N), np.uint16)
+        for k in range(0, K, 1024):  # drawn a block of rows at a time: no float64 copy of B
+            b[k:k + 1024] = to_bf16(rng.uniform(-1, 1, (min(1024, K - k), N)).astype(np.float32))
+        widen = lambda x: from_bf16(x).astype(np.float64)  # noqa: E731
+    a64 = widen(a)
+    reference = np.empty((M, N), np.float64)
+    step = max(1, (1 << 24) // K)  # columns of a block: 128 MiB of float64 B
+    for n in range(0, N, step):
+        reference[:, n:n + step] = a64 @ widen(b[:, n:n + step])
     return a, b, reference
 
 
@@ -261,11 +285,9 @@ def measure_shape(lib: Library, dtype: str, shape: Shape, rounds: int, batch_s: 
     if dtype == "int8":
         ta, tb = torch.from_numpy(a), torch.from_numpy(b)
         onednn_call = lambda: torch._int_mm(ta, tb)  # noqa: E731
-    else:
-        from evaluators.hardware.amx_kernel import from_bf16
-
-        ta = torch.from_numpy(from_bf16(a)).to(torch.bfloat16)
-        tb = torch.from_numpy(from_bf16(b)).to(torch.bfloat16)
+    else:  # the same bits viewed as bfloat16: no copy
+        ta = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+        tb = torch.from_numpy(b.view(np.int16)).view(torch.bfloat16)
         onednn_call = lambda: torch.matmul(ta, tb)  # noqa: E731
     torch.set_num_threads(threads)
     lib.lib.dse_set_threads(threads)
@@ -403,8 +425,8 @@ def main() -> int:
                 print(f"FAILED: {wrong}", file=sys.stderr)
                 return 3
             ratios = [d / o for d, o in zip(shape.dse, shape.onednn, strict=True)]
-            print(f"  [{n}/{len(shapes)}] {shape.name}: products checked, ratio "
-                  f"{spread(ratios)} ({time.perf_counter() - started:.1f} s)", flush=True)
+            print(f"  [{n}/{len(shapes)}] {shape.name} ({lib.kernel(shape)}): products checked, "
+                  f"ratio {spread(ratios)} ({time.perf_counter() - started:.1f} s)", flush=True)
         summed[label] = report_set(label, shapes)
     print()
     met = True
