@@ -1,4 +1,5 @@
-"""The library's streaming kernels for small M with a row-major B (AVX-512 VNNI / BF16).
+"""The library's streaming kernels for a row-major B (AVX-512 VNNI / BF16): on a CPU without AMX
+they serve every GEMM of the library (decode shapes first of all).
 
 A decode GEMM (M of 1 to a few dozen) is bound by reading B once. The space's kernels re-lay a
 row-major B out to VNNI in memory first (``pack_b=gemm`` or ``block``): B read, written and read
@@ -9,9 +10,13 @@ into the VNNI groups ``VPDPBUSD`` / ``VDPBF16PS`` take, each unpack's lanes hold
 fixed permuted order that a 4x4 transpose of 128-bit lanes undoes when C is stored. int8 flips
 B's sign bit (B + 128 as the unsigned operand, A broadcast as the signed one) and takes 128 x A's
 row sums off, so no column sums of B are needed. K is walked in blocks of ``STREAM_KB`` rows
-(the block's rows of a thread's columns stay in L2 while its row groups of 4 pass; C holds the
-partial sums between blocks), the rows ``STREAM_PF`` ahead prefetched (rows of a large B are
-pages apart, where the hardware prefetchers stop). The columns are split over the threads in
+(half as many for bf16): per block, ``STREAM_WIDE`` chunks (M <= 4; half as many above) are
+re-laid out once into a per-thread buffer that stays in L1 or L2, each row's chunks read
+together (rows of a large B are pages apart: 64 bytes a row at a time would cost a DRAM page
+each, and rows read again from B share cache sets and would not stay even in L2); the
+chunks' row groups of 4 then read the buffer. Between blocks a whole chunk's partial sums wait
+in C in the accumulators' order (no lane transposes); the rows ``STREAM_PF`` ahead are
+prefetched (the hardware prefetchers stop at pages). The columns are split over the threads in
 64-column chunks; a product of under ``STREAM_SMALL`` multiply-adds runs on one thread (a fork
 and join would cost more than it).
 
