@@ -401,12 +401,18 @@ def main() -> int:
         return 2
     folder = Path(args.out or tempfile.mkdtemp(prefix="dse-amx-library-"))
     storage = args.storage or str(folder / "study.db")
+    from dse.core.errors import UsageError
+    from dse.storage.store import StorageError
+
     try:
         name = run_study(args.dtype, engine, storage, args.keep)
         library, table = build(name, storage, args.kernels, folder)
     except Failure as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return exc.status
+    except (UsageError, StorageError) as exc:  # a bad --storage, a study that cannot run
+        print(f"amx_library.py: error: {exc}", file=sys.stderr)
+        return 2
     lib = Library(library, args.dtype)
     print(f"library {library}: engine {'AMX' if lib.lib.dse_gemm_engine() else 'AVX-512'}, "
           f"{len(table['kernels'])} table kernels; {args.threads} threads for it and oneDNN "
