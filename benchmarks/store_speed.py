@@ -4,14 +4,14 @@ against the row-by-row paths they replaced, in the same run.
 Run: python benchmarks/store_speed.py [--shape 4032x4032x4032] [--postgres URL] [--repeats 3]
 
 Runs the exhaustive XDNA int8 study (139,279 trials for the default 4032^3 problem) twice into
-fresh databases, with the old write path (``dse.storage.runs.BULK_WRITES = False``: SQLAlchemy
-``insert()`` of row dicts, ``json.dumps`` per document) and the new one (driver
-``executemany`` on SQLite, ``COPY`` on PostgreSQL, documents encoded a column at a time),
-timing the store's share (its ``commit_window`` calls, in trials per second), the frame the
+fresh databases, with the old write path (pinned in ``store_before.py``: SQLAlchemy ``insert()``
+of row dicts, ``json.dumps`` per document) and dse's (driver ``executemany`` on SQLite,
+``COPY`` on PostgreSQL, documents encoded a column at a time), each through a store made with
+it, timing the store's share (its ``commit_window`` calls, in trials per second), the frame the
 runner keeps when the run ends (``keep_frame``) and the whole run. Then times ``load_trials``
-of the stored study (best of ``--repeats``) three ways: from the kept frame, from the
-documents (``dse.storage.snapshots.SNAPSHOT_READS = False``), and by the old read path
-(``dse.storage.frames.COLUMNAR_READS = False``). The engine's own share is measured too: the
+of the stored study (best of ``--repeats``) three ways, each by a store made to read so: from
+the kept frame (dse's), from the documents (``study_frame(snapshot=False)``), and by the old
+read path (pinned in ``store_before.py``). The engine's own share is measured too: the
 bare driver storing the same rows into a third database (``engine_floor.py``). SQLite always;
 PostgreSQL as well with ``--postgres`` or ``$DSE_TEST_POSTGRES_URL`` (a fresh database is
 created on that server for each run, and dropped after; the server is checkpointed before each
@@ -24,6 +24,7 @@ different, the run kept no frame, or the second study evaluated anything.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -37,10 +38,12 @@ from typing import Any
 import pandas as pd
 from engine_floor import engine_seconds, settle
 from goals import against_goal, best_of
+from store_before import rows_study_frame, write_window_by_rows
 
-from dse import load_trials
-from dse.storage import frames, normalise_url, runs, snapshots
+from dse.storage import normalise_url
+from dse.storage.frames import FrameReader, study_frame
 from dse.storage.store import ResultStore
+from dse.storage.windows import write_window
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
 
@@ -93,44 +96,45 @@ def store_study(storage: str, shape: str, bulk: bool) -> dict[str, float]:
     trials stored, the seconds (wall and CPU) spent in the store's commits, in keeping the
     study's frame when the run ends, and in all, and the kept frame's bytes."""
     spent = {"trials": 0.0, "store_s": 0.0, "store_cpu_s": 0.0, "keep_s": 0.0, "kept": 0.0}
-    commit, keep = ResultStore.commit_window, ResultStore.keep_frame
 
-    def timed(store: ResultStore, window: Any) -> None:
-        wall, cpu = time.perf_counter(), time.process_time()
-        commit(store, window)
-        spent["store_s"] += time.perf_counter() - wall
-        spent["store_cpu_s"] += time.process_time() - cpu
-        spent["trials"] += len(window.trials)
+    class TimedStore(ResultStore):
+        """The store, its commits and the frame it keeps timed."""
 
-    def timed_keep(store: ResultStore, name: str) -> int | None:
-        wall = time.perf_counter()
-        kept = keep(store, name)
-        spent["keep_s"] += time.perf_counter() - wall
-        spent["kept"] += kept or 0
-        return kept
+        def commit_window(self, window: Any) -> None:
+            wall, cpu = time.perf_counter(), time.process_time()
+            super().commit_window(window)
+            spent["store_s"] += time.perf_counter() - wall
+            spent["store_cpu_s"] += time.process_time() - cpu
+            spent["trials"] += len(window.trials)
+
+        def keep_frame(self, name: str) -> int | None:
+            wall = time.perf_counter()
+            kept = super().keep_frame(name)
+            spent["keep_s"] += time.perf_counter() - wall
+            spent["kept"] += kept or 0
+            return kept
 
     settle(storage)
-    runs.BULK_WRITES, ResultStore.commit_window, ResultStore.keep_frame = bulk, timed, timed_keep
     start = time.perf_counter()
-    try:
-        run_study(study_from_dict({"name": NAME, "target": "xdna", "sampler": "exhaustive",
-                                   "workload": {"shape": shape, "dtype": "int8-int8"}}),
-                  storage)
-    finally:
-        runs.BULK_WRITES, ResultStore.commit_window, ResultStore.keep_frame = True, commit, keep
+    store = TimedStore(storage, window_writer=write_window if bulk else write_window_by_rows)
+    run_study(study_from_dict({"name": NAME, "target": "xdna", "sampler": "exhaustive",
+                               "workload": {"shape": shape, "dtype": "int8-int8"}}), store)
     spent["total_s"] = time.perf_counter() - start
     return spent
 
 
+# How each read of the stored study builds its frame: from the frame kept when the run ended
+# (dse's), from the documents, or by the old path (SQLAlchemy's rows, from_records).
+READERS: dict[str, FrameReader] = {"kept": study_frame,
+                                   "documents": functools.partial(study_frame, snapshot=False),
+                                   "old": rows_study_frame}
+
+
 def load(storage: str, read: str, repeats: int) -> tuple[float, pd.DataFrame]:
-    """Best-of-``repeats`` seconds of ``load_trials`` and the frame, read from the frame kept
-    when the run ended (``read="kept"``), from the documents (``"documents"``), or by the old
-    path (``"old"``: SQLAlchemy's rows, ``pd.DataFrame.from_records``)."""
-    frames.COLUMNAR_READS, snapshots.SNAPSHOT_READS = read != "old", read == "kept"
-    try:
-        return best_of(repeats, lambda: load_trials(storage, NAME))
-    finally:
-        frames.COLUMNAR_READS, snapshots.SNAPSHOT_READS = True, True
+    """Best-of-``repeats`` seconds of ``load_trials`` (as ``dse.load_trials`` opens the store:
+    read-only, once a call) and the frame, read the way :data:`READERS` names ``read``."""
+    return best_of(repeats, lambda: ResultStore(storage, read_only=True,
+                                                frame_reader=READERS[read]).load_trials(NAME))
 
 
 def check(condition: bool, what: str) -> None:

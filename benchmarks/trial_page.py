@@ -12,6 +12,7 @@ kept and the documents in turn, and prints the ratios. Exits non-zero if the row
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 import time
@@ -19,10 +20,10 @@ from pathlib import Path
 
 from goals import best_of
 
-from dse import load_trials
 from dse.core.errors import UsageError
-from dse.storage import open_store, snapshots
+from dse.storage import ResultStore, open_store
 from dse.storage.filters import apply_filter
+from dse.storage.frames import FrameReader, study_frame
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
 
@@ -53,17 +54,16 @@ def main() -> None:
     paged_s, page = best_of(args.repeats, lambda: store.trial_page(
         name, where=WHERE, sort=SORT, offset=100, limit=50))
 
-    def baseline():  # noqa: ANN202
-        frame = apply_filter(load_trials(storage, name), WHERE)
+    def baseline(reader: FrameReader):  # noqa: ANN202
+        # load_trials as dse.load_trials opens the store, made to read the frame so
+        loaded = ResultStore(storage, read_only=True, frame_reader=reader).load_trials(name)
+        frame = apply_filter(loaded, WHERE)
         return len(frame), frame.sort_values("tops", ascending=False, kind="stable")[100:150]
 
     print(f"page of 50 in SQL: {paged_s * 1e3:.0f} ms (best of {args.repeats})")
-    for label, kept in (("the frame kept when the run ended", True), ("the documents", False)):
-        snapshots.SNAPSHOT_READS = kept
-        try:
-            loaded_s, (total, rows) = best_of(args.repeats, baseline)
-        finally:
-            snapshots.SNAPSHOT_READS = True
+    for label, reader in (("the frame kept when the run ended", study_frame),
+                          ("the documents", functools.partial(study_frame, snapshot=False))):
+        loaded_s, (total, rows) = best_of(args.repeats, functools.partial(baseline, reader))
         if page.total != total or list(page.frame["number"]) != list(rows["number"]):
             sys.exit(f"FAILED: the SQL page differs from pandas' on {label}")
         print(f"load_trials from {label} + pandas: {loaded_s:.2f} s; ratio to the page "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from dse.version import __version__
 
 _EXPORTS = {"DseError": "dse.core.errors", "TargetFileError": "dse.core.errors",
             "UsageError": "dse.core.errors", "EvalResult": "dse.core.results",

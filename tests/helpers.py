@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from dse.core.params import batch_take
@@ -50,6 +53,18 @@ class StubTarget:
 
     def to_dict(self) -> dict:
         return {"x": 1}
+
+
+def store_before() -> ModuleType:
+    """``benchmarks/store_before.py``: the store's window writes and frame reads before the
+    bulk and columnar paths, pinned there for ``store_speed.py`` and the tests comparing dse's
+    paths with them."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "store_before.py"
+    spec = importlib.util.spec_from_file_location("store_before", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def store_window(store: ResultStore, name: str, trials: list[tuple[dict, dict, bool]],

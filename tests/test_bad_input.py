@@ -288,7 +288,7 @@ def test_out_never_overwrites_a_database(study, tmp_path, capsys):
 def empty_study(tmp_path):
     """A study stored but with no trial yet (as when stopped before its first): its storage."""
     from dse.core.registry import load_target
-    from dse.storage import ResultStore
+    from dse.storage import ResultStore, rows
     from dse.study.spec import study_from_dict
 
     spec = study_from_dict({"name": "empty", "target": "xdna2", "budget": {"trials": 3},
@@ -296,8 +296,8 @@ def empty_study(tmp_path):
     storage = str(tmp_path / "empty.db")
     store, target = ResultStore(storage), load_target("xdna2")
     with store.session() as s:
-        store.create_study(s, "empty", spec.identity(),
-                           store.target_id(s, target.digest(), target.name, target.to_dict()))
+        rows.create_study(s, "empty", spec.identity(),
+                          rows.target_id(s, target.digest(), target.name, target.to_dict()))
     return storage
 
 

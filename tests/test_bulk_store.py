@@ -12,23 +12,25 @@ from sqlalchemy import inspect, select, update
 from sqlalchemy.exc import IntegrityError
 
 from dse import load_trials
-from dse.storage import ResultStore, frames, runs
+from dse.storage import ResultStore, frames
 from dse.storage import models as m
 from dse.storage.bulk import CHUNK, insert_new_rows
 from dse.storage.copy_text import column_texts, copy_text
 from dse.storage.documents import Joined, documents_frame
 from dse.storage.engine import json_dumps, json_loads, json_texts
+from dse.storage.windows import hold_write_lock, write_window
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
-from tests.helpers import store_window
+from tests.helpers import store_before, store_window
+
+# commit_window's write paths: dse's, and the one before it (benchmarks/store_before.py)
+WRITE_PATHS = {"bulk": write_window, "rows": store_before().write_window_by_rows}
 
 
-@pytest.fixture(params=[True, False], ids=["bulk", "rows"])
+@pytest.fixture(params=list(WRITE_PATHS))
 def write_path(request):
-    """Each write path of commit_window in turn (``BULK_WRITES``), restored after."""
-    runs.BULK_WRITES = request.param
-    yield request.param
-    runs.BULK_WRITES = True
+    """Each write path of commit_window in turn, for a store made with it."""
+    return WRITE_PATHS[request.param]
 
 
 def _stored(store: ResultStore) -> dict[str, list[tuple]]:
@@ -81,19 +83,15 @@ def _empty(store: ResultStore) -> None:
 
 
 def test_bulk_writes_store_the_rows_the_old_path_stores(storage_url):
-    store = ResultStore(storage_url)
     stored = {}
-    for bulk in (False, True):
-        runs.BULK_WRITES = bulk
-        try:
-            _empty(store)
-            store.commit_window(store_window(store, "s", TRIALS))
-            store.commit_window(store_window(store, "s", TRIALS[:2], next_number=len(TRIALS)))
-            stored[bulk] = _stored(store)
-        finally:
-            runs.BULK_WRITES = True
-    assert stored[True] == stored[False]
-    assert len(stored[True]["evaluations"]) == 4 and len(stored[True]["trials"]) == 7
+    for path, writer in WRITE_PATHS.items():
+        store = ResultStore(storage_url, window_writer=writer)
+        _empty(store)
+        store.commit_window(store_window(store, "s", TRIALS))
+        store.commit_window(store_window(store, "s", TRIALS[:2], next_number=len(TRIALS)))
+        stored[path] = _stored(store)
+    assert stored["bulk"] == stored["rows"]
+    assert len(stored["bulk"]["evaluations"]) == 4 and len(stored["bulk"]["trials"]) == 7
 
 
 def test_a_version_3_database_loses_the_bulk_tables_checks(storage_url):
@@ -121,7 +119,7 @@ def test_a_version_3_database_loses_the_bulk_tables_checks(storage_url):
 
 def test_nan_and_infinities_round_trip_as_the_standard_library_writes_them(tmp_path,
                                                                            write_path):
-    store = ResultStore(str(tmp_path / "nan.db"))
+    store = ResultStore(str(tmp_path / "nan.db"), window_writer=write_path)
     metrics = {"tops": 1.0, "t": float("nan"), "u": float("inf"), "v": -float("inf")}
     store.commit_window(store_window(store, "n", [({"a": 1}, metrics, False)]))
     frame = load_trials(store, "n")
@@ -149,14 +147,14 @@ def test_nan_is_refused_on_postgresql_as_before(postgres_url, write_path):
     # PostgreSQL's JSON type takes no NaN: both paths refuse the window, and store nothing
     from sqlalchemy.exc import DataError
 
-    store = ResultStore(postgres_url)
+    store = ResultStore(postgres_url, window_writer=write_path)
     with pytest.raises(DataError):
         store.commit_window(store_window(store, "n", [({"a": 1}, {"t": float("nan")}, False)]))
     assert _stored(store)["trials"] == []
 
 
 def test_a_failing_window_leaves_nothing_half_stored(storage_url, write_path):
-    store = ResultStore(storage_url)
+    store = ResultStore(storage_url, window_writer=write_path)
     store.commit_window(store_window(store, "f", TRIALS[:1]))
     before = _stored(store)
     # trial number 0 exists already: the trials' insert fails after the configs' and the
@@ -191,8 +189,9 @@ def test_load_trials_of_a_real_study_equals_the_old_path(storage_url, study, mon
     # the documents one by one: the database did not join them, or not in the trials' order
     monkeypatch.setattr(frames, "read_joined", lambda *args: None)
     by_rows = load_trials(storage_url, study["name"])
-    monkeypatch.setattr(frames, "COLUMNAR_READS", False)
-    old = load_trials(storage_url, study["name"])
+    # the old read path (benchmarks/store_before.py), by a store made to read so
+    old = ResultStore(storage_url, read_only=True,
+                      frame_reader=store_before().rows_study_frame).load_trials(study["name"])
     assert len(new) >= 60 and (study["sampler"] == "exhaustive" or new["reason"].notna().any())
     for frame in (new, by_rows):
         pd.testing.assert_frame_equal(frame, old, check_exact=True)
@@ -272,7 +271,7 @@ def test_work_meanwhile_is_done_once_while_the_rows_are_stored(storage_url):
     for keys, new in ((["a", "b"], ["a", "b"]), (["b", "c", "d"], ["c", "d"])):
         with store.session() as s:
             connection = s.connection()
-            runs.hold_write_lock(connection)
+            hold_write_lock(connection)
             ids = insert_new_rows(connection, table, {"key": keys, "params": [{}] * len(keys)},
                                   {"space": "sp"}, conflict=["key"], key=["key"],
                                   meanwhile=lambda: done.append(len(done)))

@@ -32,7 +32,7 @@ import pytest
 from sqlalchemy import func, select
 
 from dse import load_trials
-from dse.storage import ResultStore, open_store
+from dse.storage import ResultStore, open_store, rows
 from dse.storage import models as m
 from tests.cluster import LocalCluster
 from tests.study_helpers import slow_study_file
@@ -139,8 +139,8 @@ def store(postgres_url: str) -> Iterator[ResultStore]:
 
 def stored_trials(store: ResultStore, name: str) -> int:
     with store.session() as s:
-        study = store.study(s, name)
-        return 0 if study is None else store.trial_count(s, study.id)
+        study = rows.study(s, name)
+        return 0 if study is None else rows.trial_count(s, study.id)
 
 
 def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 120,
@@ -162,7 +162,7 @@ def assert_complete(store: ResultStore, name: str, trials: int) -> None:
     assert set(frame["status"]) <= {"ok", "infeasible"}, frame["status"].value_counts()
     assert (frame["status"] == "ok").any()
     with store.session() as s:
-        study_id = store.require_study(s, name).id
+        study_id = rows.require_study(s, name, store.safe_url).id
         missing = s.scalar(select(func.count()).select_from(m.TrialRow).where(
             m.TrialRow.study_id == study_id, m.TrialRow.evaluation_id.is_(None)))
         evaluations = s.scalar(select(func.count()).select_from(m.EvaluationRow))

@@ -1,14 +1,23 @@
-"""The results store's API (the only code that speaks SQL), on SQLite and on PostgreSQL: a run
-claims a study, commits windows of trials with Optuna's journal, is served what is stored, and
-every read (frames, pages, the best, the list of studies, ladders, summaries) answers alike."""
+"""The results store's public face (:class:`dse.storage.face.StoreFace`; the store is the only
+code that speaks SQL), on SQLite and on PostgreSQL: the store implements it; a run claims a
+study, commits windows of trials with Optuna's journal, is served what is stored, and every read
+(frames, pages, the best, the list of studies, ladders, summaries) answers alike.
+
+A store is tested by adding it to ``STORES``; every method of the face is called here (a test
+checks that too)."""
 
 from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
 
 import pytest
 
 from dse.core import EvalResult, Status, UsageError, build_context, load_target
-from dse.storage import ResultStore, config_key, open_store
+from dse.storage import ResultStore, StoreFace, config_key, open_store
 from dse.storage.journal import SqlJournalBackend
+from dse.storage.models import SCHEMA_VERSION
 from dse.storage.runs import Measured, PendingTrial, Window
 
 MODEL = Measured("analytical", "9", "analytical")
@@ -20,10 +29,60 @@ class _Evaluator:
     name, version, fidelity = MEASURED.name, MEASURED.version, MEASURED.fidelity
 
 
+# The implementations of the face, each made from a database's URL.
+STORES = {"sql": open_store}
+
+
+@pytest.fixture(params=list(STORES))
+def store_of(request):
+    """Each implementation of the face in turn: a function from a database's URL to a
+    store."""
+    return STORES[request.param]
+
+
+def _face() -> dict[str, object]:
+    """The face's members by name: its methods and properties, and its attributes."""
+    members = {name: value for name, value in vars(StoreFace).items()
+               if not name.startswith("_") and (callable(value) or isinstance(value, property))}
+    return {**members, **{name: None for name in StoreFace.__annotations__}}
+
+
+def _parameters(function) -> list[tuple]:
+    return [(p.name, p.kind, p.default, p.annotation)
+            for p in inspect.signature(function).parameters.values()]
+
+
+@pytest.mark.parametrize("store_class", [ResultStore])
+def test_the_store_has_the_face_s_methods_with_their_signatures(store_class):
+    for name, member in _face().items():
+        assert hasattr(store_class, name) or member is None, f"{store_class.__name__}.{name}"
+        if isinstance(member, property):
+            assert isinstance(getattr(store_class, name), property), name
+        elif member is not None:
+            implemented = getattr(store_class, name)
+            assert _parameters(implemented) == _parameters(member), name
+            assert inspect.signature(implemented).return_annotation == \
+                inspect.signature(member).return_annotation, name
+
+
+def test_a_store_is_an_instance_of_its_face(storage_url, store_of):
+    store = store_of(storage_url)
+    assert isinstance(store, StoreFace)
+    assert store.schema_version() == SCHEMA_VERSION
+    # where the results are: the URL (a cache key) and as a person reads it
+    assert store.url and store.safe_url and isinstance(store.safe_url, str)
+
+
+def test_every_method_of_the_face_is_called_here():
+    source = Path(__file__).read_text()
+    uncalled = [name for name in _face() if not re.search(rf"\.{name}\b", source)]
+    assert uncalled == [], f"no conformance test calls {uncalled}: add one"
+
+
 @pytest.fixture
-def run(storage_url):
+def run(storage_url, store_of):
     """A claimed study with one workload and 4 configs: (store, claim, workload id, configs)."""
-    store = open_store(storage_url)
+    store: StoreFace = store_of(storage_url)
     ctx = build_context("xdna2", "int8-int8", "1024x1024x1024")
     configs = [ctx.space.resolve({"m_ct": m, "k_ct": 64, "n_ct": 64, "k_mt": 64})
                for m in (32, 64, 96, 60)]
@@ -138,3 +197,19 @@ def test_ladder_rows_and_results_measured_elsewhere(run):
     key = config_key("xdna_gemm", configs[1])
     assert store.stored_results(claim.target_id, workload_id, [key], "cpu",
                                 "9")[key].metrics == {"tops": 6.0}
+
+
+def test_a_kept_frame_is_read_back_and_faults_are_listed(run, monkeypatch):
+    store, claim, workload_id, configs = run
+    monkeypatch.setattr("dse.storage.runs.MIN_TRIALS", 1)  # kept, however small the study
+    window = _window(store, claim, workload_id, configs, _results(configs))
+    window.faults.append({"workload_id": workload_id, "kind": "WorkerCrashedError",
+                          "message": "lost", "attempt": 1, "configs": 4, "retried": 1})
+    store.commit_window(window)
+    before = store.load_trials("s")
+    assert store.keep_frame("s") > 0
+    kept = store.load_trials("s")
+    assert kept.equals(before) and kept.attrs == before.attrs
+    (fault,) = store.faults("s").to_dict("records")
+    assert (fault["kind"], fault["configs"], fault["retried"], fault["host"]) == \
+        ("WorkerCrashedError", 4, True, "host")

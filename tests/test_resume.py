@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 from dse import load_trials
 from dse.core.errors import UsageError
-from dse.storage import ResultStore, open_store
+from dse.storage import ResultStore, open_store, rows
 from dse.storage import models as m
 from dse.storage.journal import SqlJournalBackend
 from dse.study.runner import StudyRunner, run_study
@@ -27,8 +27,8 @@ DSE = [sys.executable, "-m", "dse.cli"]
 def stored_trials(storage: str, name: str) -> int:
     store = ResultStore(storage)
     with store.session() as s:
-        study = store.study(s, name)
-        return 0 if study is None else store.trial_count(s, study.id)
+        study = rows.study(s, name)
+        return 0 if study is None else rows.trial_count(s, study.id)
 
 
 def wait_for(predicate, timeout: float = 60.0) -> None:
@@ -64,7 +64,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     with store.session() as s:
         evaluations = s.scalar(select(func.count()).select_from(m.EvaluationRow))
         distinct_configs = s.scalar(select(func.count(func.distinct(m.TrialRow.config_id))))
-        study_id = store.require_study(s, "killed").id
+        study_id = rows.require_study(s, "killed", store.safe_url).id
     assert evaluations == distinct_configs
     import optuna
 

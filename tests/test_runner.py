@@ -14,11 +14,11 @@ from sqlalchemy import func, select
 
 from dse import load_trials
 from dse.core.errors import UsageError
-from dse.storage import ResultStore, open_store
+from dse.storage import ResultStore, open_store, rows
 from dse.storage import models as m
 from dse.storage.frames import best_trials
 from dse.storage.journal import SqlJournalBackend
-from dse.storage.store import now
+from dse.storage.keys import now
 from dse.study import runner
 from dse.study.recorder import deferred_interrupts
 from dse.study.runner import CHECKING, run_study
@@ -49,7 +49,7 @@ def test_budget_resume_and_extension(storage_url):
     # Optuna's persisted state agrees with the trials table
     store = ResultStore(storage_url)
     with store.session() as s:
-        study_id = store.require_study(s, "t").id
+        study_id = rows.require_study(s, "t", store.safe_url).id
     journal = optuna.storages.JournalStorage(SqlJournalBackend(store, study_id))
     (summary_study,) = optuna.get_all_study_summaries(journal)
     assert summary_study.n_trials == 45
@@ -143,8 +143,7 @@ def test_impossible_space_is_refused_before_storing(tmp_path):
                        "L1 overflow"):
         run_study(spec, storage)
     assert load_trials(storage, "keep").equals(before)
-    with ResultStore(storage).session() as s:
-        assert ResultStore(storage).study(s, "impossible") is None
+    assert not ResultStore(storage).has_study("impossible")
 
 
 @pytest.mark.parametrize(("target", "workload", "space", "reason"), [
@@ -325,7 +324,7 @@ def test_the_lease_is_renewed_while_an_evaluation_outlasts_it(tmp_path, monkeypa
         time.sleep(4.5)  # the evaluation is still running, the first lease long over
         store = ResultStore(storage)
         with store.session() as s:
-            study = store.require_study(s, "t")
+            study = rows.require_study(s, "t", store.safe_url)
             assert study.status == "running" and study.lease_until > now()
     finally:
         thread.join(timeout=30)

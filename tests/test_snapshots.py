@@ -4,6 +4,8 @@ PostgreSQL databases."""
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 import pytest
 from sqlalchemy import select, update
@@ -11,6 +13,7 @@ from sqlalchemy import select, update
 from dse import load_trials
 from dse.storage import ResultStore, runs, snapshots
 from dse.storage import models as m
+from dse.storage.frames import study_frame
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
 from tests.helpers import store_window
@@ -28,12 +31,11 @@ def kept_always(monkeypatch):
 
 
 def _live(storage: str, name: str) -> pd.DataFrame:
-    """The study's frame read from its documents."""
-    snapshots.SNAPSHOT_READS = False
-    try:
-        return load_trials(storage, name)
-    finally:
-        snapshots.SNAPSHOT_READS = True
+    """The study's frame read from its documents (``load_trials`` by a store made to read no
+    kept frame)."""
+    return ResultStore(storage, read_only=True,
+                       frame_reader=functools.partial(study_frame, snapshot=False)
+                       ).load_trials(name)
 
 
 def _snapshot_row(storage: str) -> m.FrameSnapshotRow | None:

@@ -7,7 +7,7 @@ import math
 import pytest
 from sqlalchemy import func, select, update
 
-from dse.storage import ResultStore, StorageError, canonical_key
+from dse.storage import ResultStore, StorageError, canonical_key, rows
 from dse.storage import models as m
 from dse.storage.engine import json_loads
 from dse.storage.journal import SqlJournalBackend
@@ -49,28 +49,28 @@ def test_canonical_key_ignores_order():
 def test_configs_and_evaluations_are_stored_once(storage_url):
     store = ResultStore(storage_url)
     with store.session() as s:
-        target = store.target_id(s, "abc", "t", {"x": 1})
-        assert store.target_id(s, "abc", "t", {"x": 1}) == target
-        workload = store.workload_id(s, {"M": 1, "K": 2, "N": 3})
-        ids = store.config_ids(s, "space", [{"m": 1, "k": 2}, {"k": 2, "m": 1}, {"m": 2}])
+        target = rows.target_id(s, "abc", "t", {"x": 1})
+        assert rows.target_id(s, "abc", "t", {"x": 1}) == target
+        workload = rows.workload_id(s, {"M": 1, "K": 2, "N": 3})
+        ids = rows.config_ids(s, "space", [{"m": 1, "k": 2}, {"k": 2, "m": 1}, {"m": 2}])
         assert ids[0] == ids[1] != ids[2]
         row = {"target_id": target, "workload_id": workload, "config_id": ids[0],
                "evaluator": "analytical", "version": "1", "fidelity": "analytical",
                "status": "ok", "reason": None, "metrics": {"tops": 1.0}, "tops": 1.0,
                "elapsed_s": 0.0, "host": "h", "versions": {}, "created_at": m.datetime.now()}
-        store.put_evaluations(s, [row])
-        store.put_evaluations(s, [dict(row, metrics={"tops": 2.0})])  # same identity: kept
+        rows.put_evaluations(s, [row])
+        rows.put_evaluations(s, [dict(row, metrics={"tops": 2.0})])  # same identity: kept
     with store.session() as s:
         assert s.scalar(select(func.count()).select_from(m.EvaluationRow)) == 1
-        found = store.find_evaluations(s, target, workload, ids, "analytical", "1")
+        found = rows.find_evaluations(s, target, workload, ids, "analytical", "1")
         assert found[ids[0]].metrics == {"tops": 1.0}
-        assert not store.find_evaluations(s, target, workload, ids, "analytical", "2")
+        assert not rows.find_evaluations(s, target, workload, ids, "analytical", "2")
 
 
 def test_journal_commits_only_with_the_transaction(storage_url):
     store = ResultStore(storage_url)
     with store.session() as s:
-        study = store.create_study(s, "j", {}, store.target_id(s, "d", "t", {})).id
+        study = rows.create_study(s, "j", {}, rows.target_id(s, "d", "t", {})).id
     journal = SqlJournalBackend(store, study)
     journal.append_logs([{"op": 1}, {"op": 2}])
     assert list(journal.read_logs(0)) == [{"op": 1}, {"op": 2}]

@@ -9,7 +9,7 @@ belong to, and ``objectives``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -34,10 +34,6 @@ from dse.storage.snapshots import read_snapshot
 WORKLOAD_COLUMNS = ("shape", "dtype", "b_layout")
 # The best configs are judged by the most faithful results a study has.
 FIDELITY_RANK = {name: rank for rank, name in enumerate(FIDELITIES)}
-# How a study's frame is read: the driver's rows and its documents by Arrow's JSON reader, or,
-# with False, SQLAlchemy's rows and pandas' from_records as before (kept for
-# benchmarks/store_speed.py to measure against).
-COLUMNAR_READS = True
 TRIAL_COLUMNS = ("study", "number", "shape", "dtype", "b_layout", "status", "cached", "reason",
                  "evaluator", "version", "fidelity", "elapsed_s", "host", "created_at")
 
@@ -58,11 +54,16 @@ def in_study_trials(query: Select[Any], study_id: int) -> Select[Any]:
             .where(m.TrialRow.study_id == study_id))
 
 
+# How a store reads a study's frame (see :class:`dse.storage.ResultStore`): :func:`study_frame`,
+# or another implementation chosen when the store is made.
+FrameReader = Callable[[Session, m.StudyRow], pd.DataFrame]
+
+
 def study_frame(s: Session, study: m.StudyRow, snapshot: bool = True) -> pd.DataFrame:
     """Every trial of ``study``: one row each, parameters and metrics as columns; the frame
     kept when its last run ended where its trials are still those (``snapshot``; see
     :mod:`dse.storage.snapshots`), else read from the documents."""
-    kept = read_snapshot(s, study) if snapshot and COLUMNAR_READS else None
+    kept = read_snapshot(s, study) if snapshot else None
     if kept is not None:
         kept.attrs["objectives"] = objectives_of(study)
         return kept
@@ -70,12 +71,7 @@ def study_frame(s: Session, study: m.StudyRow, snapshot: bool = True) -> pd.Data
     workloads = {wid: body for wid, body in s.execute(
         select(m.WorkloadRow.id, m.WorkloadRow.body).where(m.WorkloadRow.id.in_(
             select(m.TrialRow.workload_id).where(m.TrialRow.study_id == study.id))))}
-    if COLUMNAR_READS:
-        frame = _columnar_study_frame(s, study, workloads)
-    else:
-        result = s.execute(in_study_trials(select(*TRIAL_ROW), study.id)
-                           .order_by(m.TrialRow.number)).all()
-        frame = trials_frame(study.name, result, workloads)
+    frame = _columnar_study_frame(s, study, workloads)
     frame.attrs["objectives"] = objectives_of(study)
     return frame
 

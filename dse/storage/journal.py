@@ -11,28 +11,39 @@ instead of Optuna's RDB storage's many small transactions per trial.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from optuna.storages import JournalStorage
 from optuna.storages.journal import BaseJournalBackend
 from optuna.trial import FrozenTrial, TrialState
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from dse.storage import models as m
-from dse.storage.store import ResultStore
+from dse.storage.rows import journal_lines
+
+
+class Transactions(Protocol):
+    """What the journal needs of the store: a transaction to read the committed lines in
+    (:class:`dse.storage.ResultStore` is one)."""
+
+    def session(self) -> AbstractContextManager[Session]:
+        """One transaction, committed on success."""
+        ...
 
 
 class SqlJournalBackend(BaseJournalBackend):
-    """Journal of one dse study; a single runner writes it (the study's lease guarantees that)."""
+    """Journal of one dse study; a single runner writes it (the study's lease guarantees that).
 
-    def __init__(self, store: ResultStore, study_id: int) -> None:
-        self._store = store
+    Args:
+        database: where the study's committed lines are read from, once (the store).
+        study_id: the study's id.
+    """
+
+    def __init__(self, database: Transactions, study_id: int) -> None:
         self._study_id = study_id
-        with store.session() as s:
-            self._committed: list[dict[str, Any]] = list(s.scalars(
-                select(m.JournalRow.log).where(m.JournalRow.study_id == study_id)
-                .order_by(m.JournalRow.seq)))
+        with database.session() as s:
+            self._committed: list[dict[str, Any]] = journal_lines(s, study_id)
         self._pending: list[dict[str, Any]] = []
 
     def read_logs(self, log_number_from: int) -> Iterable[dict[str, Any]]:

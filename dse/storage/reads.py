@@ -13,37 +13,39 @@ from sqlalchemy import select
 from dse.core.registry import workload_from_dict
 from dse.storage import models as m
 from dse.storage.frames import (
+    FrameReader,
     best_trials,
     narrow_frame,
     objectives_of,
-    study_frame,
     trials_by_number,
 )
 from dse.storage.listing import common_reasons, fidelity_report, list_studies, study_version
 from dse.storage.pages import TrialPage, trial_columns, trial_page
+from dse.storage.rows import require_study, study
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 
 class StudyReads:
-    """Reading studies back (a mixin of :class:`dse.storage.ResultStore`)."""
+    """Reading studies back (a mixin of :class:`dse.storage.ResultStore`, which provides what
+    is declared here)."""
 
     session: Callable[[], AbstractContextManager[Session]]
-    require_study: Callable[[Session, str], m.StudyRow]
-    study: Callable[[Session, str], m.StudyRow | None]
+    safe_url: str
+    _frame_reader: FrameReader
 
     @contextmanager
     def _read(self, name: str) -> Iterator[tuple[Session, m.StudyRow]]:
         """A session and the study's row (:class:`UsageError` naming the studies there when it
         does not exist)."""
         with self.session() as s:
-            yield s, self.require_study(s, name)
+            yield s, require_study(s, name, self.safe_url)
 
     def has_study(self, name: str) -> bool:
         """Whether a study of that name is stored."""
         with self.session() as s:
-            return self.study(s, name) is not None
+            return study(s, name) is not None
 
     def study_spec(self, name: str) -> dict[str, Any]:
         """The stored identity of a study: target, workloads, space, evaluator, ladder..."""
@@ -59,7 +61,7 @@ class StudyReads:
         """Every trial of the study, one row each, parameters and metrics as columns (see
         :mod:`dse.storage.frames`)."""
         with self._read(name) as (s, row):
-            return study_frame(s, row)
+            return self._frame_reader(s, row)
 
     def best(self, name: str, top: int = 10) -> pd.DataFrame:
         """The study's ``top`` best ok trials per workload by its most faithful results (its

@@ -26,15 +26,12 @@ import pyarrow as pa
 from sqlalchemy import delete, func, inspect, select
 from sqlalchemy.orm import Session
 
-from dse import __version__
 from dse.storage import models as m
+from dse.version import __version__
 
 FORMAT = f"arrow-ipc-zstd/1 dse {__version__} pandas {pd.__version__} pyarrow {pa.__version__}"
 # Studies smaller than this read their documents in a fraction of a second: none is kept.
 MIN_TRIALS = 10_000
-# How snapshots are used: with False, every frame is read from the documents (kept for
-# benchmarks/store_speed.py to measure against).
-SNAPSHOT_READS = True
 # The frame's own attributes that a snapshot holds (a study's objectives are read from its
 # spec each time).
 ATTRS = ("params", "space")
@@ -120,7 +117,7 @@ def has_snapshots(s: Session) -> bool:
 def read_snapshot(s: Session, study: m.StudyRow) -> pd.DataFrame | None:
     """The study's kept frame (its :data:`ATTRS` only), if its trials are still those it was
     kept with; None where there is none, it is stale, or it cannot be decoded."""
-    if not SNAPSHOT_READS or not has_snapshots(s):
+    if not has_snapshots(s):
         return None
     snap = m.FrameSnapshotRow
     row = s.execute(select(snap.id, snap.trials, snap.last_number, snap.format)

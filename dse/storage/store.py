@@ -2,20 +2,21 @@
 and the only code of dse that speaks SQL (with :mod:`.reads`, :mod:`.runs` and the modules they
 use).
 
-Other modules call the store's methods that take no session: each is one transaction. The
-methods that take a session ``s`` are the building blocks those use.
+Code outside :mod:`dse.storage` calls the store's public face
+(:class:`dse.storage.face.StoreFace`): each method is one transaction. The building blocks those
+compose inside one transaction take its session and are private to the package
+(:mod:`dse.storage.rows`).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, func, select, text, update
+from sqlalchemy import select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
@@ -28,10 +29,8 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.orm import Session
 
-from dse.core.errors import DseError, InfrastructureError, UsageError
-from dse.core.suggest import did_you_mean
+from dse.core.errors import DseError, InfrastructureError
 from dse.storage import models as m
-from dse.storage.bulk import insert_new_rows, pairs_in
 from dse.storage.engine import (
     damaged,
     make_engine,
@@ -40,10 +39,10 @@ from dse.storage.engine import (
     sqlite_uri,
 )
 from dse.storage.foreign import refuse_foreign_sqlite
+from dse.storage.frames import FrameReader, study_frame
 from dse.storage.hints import missing_database_hint, shown_storage
-from dse.storage.keys import canonical_key, config_key, now
 from dse.storage.reads import StudyReads
-from dse.storage.runs import RunWrites
+from dse.storage.runs import RunWrites, WindowWriter, write_window
 
 
 class StorageError(DseError):
@@ -73,6 +72,13 @@ class ResultStore(StudyReads, RunWrites):
         read_only: only read (implies ``existing``): nothing is written, not even SQLite's
             journal mode or a schema migration, so results someone else produced can be read
             from a file or folder this user cannot write.
+        window_writer: how :meth:`commit_window` writes a window's configs, evaluations and
+            trials (default: in bulk, :func:`dse.storage.runs.write_window`).
+        frame_reader: how a study's frame is read (default: the frame kept when its last run
+            ended, else its documents, :func:`dse.storage.frames.study_frame`).
+
+    The last two let a benchmark or a test compare another implementation with dse's on the
+    same database; dse itself always takes the defaults.
 
     A store opened for writing is checked first (SQLite's ``PRAGMA quick_check``; on
     PostgreSQL, reading the schema version is the sanity read): a damaged file is refused
@@ -84,7 +90,10 @@ class ResultStore(StudyReads, RunWrites):
     """
 
     def __init__(self, storage: str | None = None, existing: bool = False,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, *, window_writer: WindowWriter = write_window,
+                 frame_reader: FrameReader = study_frame) -> None:
+        self._window_writer = window_writer
+        self._frame_reader = frame_reader
         if existing or read_only:  # a command that only reads creates no database by mistake
             require_existing(storage)
         self.url = normalise_url(storage)
@@ -118,6 +127,7 @@ class ResultStore(StudyReads, RunWrites):
 
     @property
     def dialect(self) -> str:
+        """The database's SQLAlchemy dialect: ``sqlite`` or ``postgresql``."""
         return self.engine.dialect.name
 
     @contextmanager
@@ -212,179 +222,10 @@ class ResultStore(StudyReads, RunWrites):
                           .values(value=str(target_version)))
 
     def schema_version(self) -> int:
+        """The database's schema version (:data:`dse.storage.models.SCHEMA_VERSION` once
+        opened for writing)."""
         with self.session() as s:
             return int(s.scalar(select(m.Meta.value).where(m.Meta.key == "schema_version")))
-
-    # -- rows identified by content -----------------------------------------------------------
-    def _insert_ignore(self, s: Session, table: Table, rows: list[dict[str, Any]],
-                       key: str) -> None:
-        if not rows:
-            return
-        insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
-        for start in range(0, len(rows), 500):
-            s.execute(insert(table).on_conflict_do_nothing(index_elements=[key]),
-                      rows[start:start + 500])
-
-    def _ids_by_key(self, s: Session, model: Any, rows: list[dict[str, Any]]) -> list[int]:
-        self._insert_ignore(s, model.__table__, rows, "key" if "key" in rows[0] else "digest")
-        column = model.key if "key" in rows[0] else model.digest
-        wanted = [r["key"] if "key" in rows[0] else r["digest"] for r in rows]
-        found: dict[str, int] = {}
-        unique = list(dict.fromkeys(wanted))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start:start + 500]
-            found.update(dict(s.execute(select(column, model.id).where(column.in_(chunk))).all()))
-        return [found[k] for k in wanted]
-
-    def target_id(self, s: Session, digest: str, name: str, body: Mapping[str, Any]) -> int:
-        return self._ids_by_key(s, m.TargetRow, [{"digest": digest, "name": name,
-                                                   "body": dict(body)}])[0]
-
-    def workload_id(self, s: Session, body: Mapping[str, Any]) -> int:
-        return self._ids_by_key(s, m.WorkloadRow, [{"key": canonical_key(body),
-                                                     "body": dict(body)}])[0]
-
-    def config_ids(self, s: Session, space: str, params: Sequence[Mapping[str, Any]]) -> list[int]:
-        if not params:
-            return []
-        rows = [{"key": config_key(space, p), "space": space, "params": dict(p)} for p in params]
-        return self._ids_by_key(s, m.ConfigRow, rows)
-
-    def keyed_config_ids(self, s: Session, space: str, keys: Sequence[str],
-                         params: Sequence[Mapping[str, Any]],
-                         meanwhile: Callable[[], Any] | None = None) -> list[int]:
-        """Like :meth:`config_ids`, for configs whose keys the caller has (``keys[i]`` is
-        ``config_key(space, params[i])``): each new config inserted once, in one bulk insert
-        (on SQLite, under the write lock: see :func:`dse.storage.bulk.insert_new_rows`, which
-        does ``meanwhile`` while the server stores them)."""
-        if not keys:
-            return []
-        unique: dict[str, Mapping[str, Any]] = {}
-        for key, values in zip(keys, params, strict=True):
-            unique.setdefault(key, values)  # the first occurrence's document, as before
-        found = {key: cid for (key,), cid in insert_new_rows(
-            s.connection(), m.ConfigRow.__table__,
-            {"key": list(unique), "params": list(unique.values())}, {"space": space},
-            conflict=["key"], key=["key"], meanwhile=meanwhile).items()}
-        found.update(pairs_in(s.connection(), m.ConfigRow.__table__, "key", "id", {},
-                              [k for k in unique if k not in found]))
-        return [found[k] for k in keys]
-
-    # -- evaluations --------------------------------------------------------------------------
-    @staticmethod
-    def _identity(target_id: int, workload_id: int, evaluator: str, version: str) -> list[Any]:
-        """Conditions selecting one evaluator version's results on one target and workload."""
-        e = m.EvaluationRow
-        return [e.target_id == target_id, e.workload_id == workload_id,
-                e.evaluator == evaluator, e.version == version]
-
-    def find_evaluations(self, s: Session, target_id: int, workload_id: int,
-                         config_ids: Sequence[int], evaluator: str, version: str,
-                         ) -> dict[int, m.EvaluationRow]:
-        """Stored evaluations of these configs by this evaluator version, by config id."""
-        found: dict[int, m.EvaluationRow] = {}
-        unique = list(dict.fromkeys(config_ids))
-        for start in range(0, len(unique), 500):
-            rows = s.scalars(select(m.EvaluationRow).where(
-                *self._identity(target_id, workload_id, evaluator, version),
-                m.EvaluationRow.config_id.in_(unique[start:start + 500])))
-            found.update({row.config_id: row for row in rows})
-        return found
-
-    def evaluation_ids(self, s: Session, target_id: int, workload_id: int,
-                       config_ids: Sequence[int], evaluator: str, version: str) -> dict[int, int]:
-        """The ids of these configs' stored evaluations by this evaluator version, by config
-        id (no row loaded: a window of thousands of trials needs only their ids)."""
-        found: dict[int, int] = {}
-        unique = list(dict.fromkeys(config_ids))
-        e = m.EvaluationRow
-        for start in range(0, len(unique), 500):
-            found.update(s.execute(select(e.config_id, e.id).where(
-                *self._identity(target_id, workload_id, evaluator, version),
-                e.config_id.in_(unique[start:start + 500]))).all())
-        return found
-
-    def evaluated_keys(self, s: Session, target_id: int, workload_id: int, evaluator: str,
-                       version: str) -> set[str]:
-        """Config keys with a stored evaluation by this evaluator version."""
-        return set(s.scalars(select(m.ConfigRow.key).join(
-            m.EvaluationRow, m.EvaluationRow.config_id == m.ConfigRow.id).where(
-            *self._identity(target_id, workload_id, evaluator, version))))
-
-    def put_evaluations(self, s: Session, rows: list[dict[str, Any]]) -> None:
-        """Insert evaluations; one already stored under the same identity is kept as is."""
-        if not rows:
-            return
-        insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
-        for start in range(0, len(rows), 500):
-            s.execute(insert(m.EvaluationRow.__table__).on_conflict_do_nothing(
-                index_elements=["target_id", "workload_id", "config_id", "evaluator", "version"]),
-                rows[start:start + 500])
-
-    # -- studies and trials -------------------------------------------------------------------
-    def study(self, s: Session, name: str) -> m.StudyRow | None:
-        return s.scalar(select(m.StudyRow).where(m.StudyRow.name == name))
-
-    def require_study(self, s: Session, name: str) -> m.StudyRow:
-        row = self.study(s, name)
-        if row is None:
-            names = s.scalars(select(m.StudyRow.name).order_by(m.StudyRow.name)).all()
-            raise UsageError(f"no study {name!r} in {self.safe_url}{did_you_mean(name, names)}; "
-                             f"studies there: {', '.join(names) or 'none'}")
-        return row
-
-    def create_study(self, s: Session, name: str, spec: dict[str, Any], target_id: int,
-                     ) -> m.StudyRow:
-        row = m.StudyRow(name=name, spec=spec, target_id=target_id, status="created",
-                         created_at=now(), updated_at=now())
-        s.add(row)
-        s.flush()
-        return row
-
-    def acquire(self, s: Session, study: m.StudyRow, owner: str, seconds: float) -> None:
-        """Take (or renew) the right to run ``study``; refuses while another live runner has it."""
-        current = now()
-        if study.owner not in (None, owner) and study.lease_until and study.lease_until > current:
-            raise UsageError(f"study {study.name!r} is being run by {study.owner} (lease until "
-                             f"{study.lease_until:%H:%M:%S}); wait for it or stop it first")
-        study.owner, study.lease_until = owner, current + timedelta(seconds=seconds)
-        study.status, study.updated_at = "running", current
-
-    def release(self, study_name: str, owner: str, status: str,
-                unchanged_since: datetime | None = None) -> None:
-        """End ``owner``'s run of the study with ``status``; a study another runner has taken
-        over since (this one's lease lapsed) keeps that runner's lease and status. A run that
-        changed nothing gives ``unchanged_since``, the study's last update before it, which the
-        study keeps."""
-        with self.session() as s:
-            study = self.require_study(s, study_name)
-            if study.owner != owner:
-                return
-            study.owner, study.lease_until = None, None
-            study.status, study.updated_at = status, unchanged_since or now()
-
-    def trial_count(self, s: Session, study_id: int, workload_id: int | None = None) -> int:
-        query = select(func.count()).select_from(m.TrialRow).where(m.TrialRow.study_id == study_id)
-        if workload_id is not None:
-            query = query.where(m.TrialRow.workload_id == workload_id)
-        return int(s.scalar(query) or 0)
-
-    def next_trial_number(self, s: Session, study_id: int) -> int:
-        last = s.scalar(select(func.max(m.TrialRow.number)).where(m.TrialRow.study_id == study_id))
-        return 0 if last is None else int(last) + 1
-
-    def trialled_keys(self, s: Session, study_id: int, workload_id: int,
-                      evaluator: str) -> set[str]:
-        """Config keys this study already has a trial for, by this evaluator."""
-        return set(s.scalars(
-            select(m.ConfigRow.key).join(m.TrialRow, m.TrialRow.config_id == m.ConfigRow.id)
-            .join(m.EvaluationRow, m.EvaluationRow.id == m.TrialRow.evaluation_id)
-            .where(m.TrialRow.study_id == study_id, m.TrialRow.workload_id == workload_id,
-                   m.EvaluationRow.evaluator == evaluator)))
-
-    def add_trials(self, s: Session, rows: list[dict[str, Any]]) -> None:
-        if rows:
-            s.execute(m.TrialRow.__table__.insert(), rows)
 
 
 def _add_fidelity_table(store: ResultStore) -> None:
