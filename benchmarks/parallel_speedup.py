@@ -1,6 +1,9 @@
-"""Speed-up of a study on 2 Ray workers over 1 worker, with an evaluator taking ~50 ms.
+"""Speed-up of a study on 2 Ray workers over 1 worker, with an evaluator taking ~50 ms, or
+with compiled kernels measured on this CPU (``--case amx``).
 
 Run: python benchmarks/parallel_speedup.py [--trials 200] [--work-s 0.05] [--repeats 3]
+     python benchmarks/parallel_speedup.py --case amx [--shape 512x512x512] [--keep 24]
+         [--repeats 3]
 
 The evaluator is the synthetic one (the analytical model plus ``work_s`` of real CPU work per
 config); the exhaustive sampler over a space where every config is feasible (m_ct = n_ct = 128
@@ -18,6 +21,18 @@ runs with the spread beside it:
   in the background could overlap.
 
 It fails (exit 1) if Ray's web dashboard is running while a study runs.
+
+``--case amx``: a measured ladder, the AVX-512 kernels of the ``cpu-amx`` family on an int8
+GEMM (``--shape``, B column-major; needs AVX-512 VNNI, no AMX): the model ranks the space, then
+the ``amx`` evaluator compiles and measures its best ``--keep``. Each run has a build cache of
+its own (``DSE_AMX_CACHE`` in a new folder), so every kernel is compiled, and a database of its
+own. 1 worker (in-process) and 2 (Ray actors, each building while the other measures),
+interleaved, ``--repeats`` times. Reported: the hardware rung's time (its first batch to its
+last result) and the whole study's, 1 worker's over 2 workers' (goal: the rung >= 1.3x); and
+whether building beside a measurement disturbed it: each config's measured time on 2 workers
+over its time on 1 (median over configs and runs; goal <= 1.05). It fails (exit 1) when a goal
+is not met, and at once when a config fails to measure, a run measures other configs than the
+others, or a run's kernels were not all compiled into its own cache.
 """
 
 from __future__ import annotations
@@ -44,6 +59,8 @@ from dse.study.spec import study_from_dict
 
 STARTUP_GOAL_S = 3.0
 SPEEDUP_GOAL = 1.8
+AMX_SPEEDUP_GOAL = 1.3  # the measured ladder, 2 workers over 1
+AMX_DISTURBANCE_GOAL = 1.05  # a config's measured time on 2 workers over its time on 1
 
 
 @dataclass
@@ -62,8 +79,8 @@ class Times:
 class _Timed:
     """A pool that notes when its first batch was submitted and its last batch answered."""
 
-    def __init__(self, pool: pools.Pool) -> None:
-        self.pool, self.workers = pool, pool.workers
+    def __init__(self, pool: pools.Pool, evaluator: str = "") -> None:
+        self.pool, self.workers, self.evaluator = pool, pool.workers, evaluator
         self.ready = time.perf_counter()
         self.first: float | None = None
         self.last = 0.0
@@ -87,20 +104,22 @@ class _Timed:
 
 
 @contextmanager
-def timed_pools(made: list[tuple[float, float, _Timed]]) -> Any:
+def timed_pools(made: list[tuple[float, float, _Timed]], ready: bool = True) -> Any:
     """The runner's pools timed: each pool's start-up (until its workers are ready, checked for
-    a dashboard), its creation alone and the pool itself are appended to ``made``."""
+    a dashboard), its creation alone and the pool itself are appended to ``made``. Without
+    ``ready`` the workers start with the first batch, as in a plain run: a ladder's runner
+    makes a pool it never uses besides each rung's, whose actors must not hold the CPUs."""
     def make(evaluator: Any, workers: int, address: str | None) -> _Timed:
         start = time.perf_counter()
         pool = pools.make_pool(evaluator, workers, address)
         created = time.perf_counter() - start
-        if isinstance(pool, pools.RayPool):
+        if isinstance(pool, pools.RayPool) and ready:
             pool.wait_ready()
             startup = time.perf_counter() - start
             require_no_dashboard()
         else:
             startup = time.perf_counter() - start
-        timed = _Timed(pool)
+        timed = _Timed(pool, evaluator.name)
         made.append((startup, created, timed))
         return timed
 
@@ -158,7 +177,13 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--work-s", type=float, default=0.05)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--case", choices=("synthetic", "amx"), default="synthetic",
+                        help="the 50 ms synthetic evaluator, or compiled kernels measured here")
+    parser.add_argument("--shape", default="512x512x512", help="--case amx: the int8 GEMM")
+    parser.add_argument("--keep", type=int, default=24, help="--case amx: configs measured")
     args = parser.parse_args()
+    if args.case == "amx":
+        return amx_case(args.shape, args.keep, args.repeats)
     start = time.perf_counter()
     import ray  # noqa: F401 - once, before either way's first pool, so neither pays it alone
 
@@ -208,6 +233,106 @@ def report(runs: dict[str, list[Times]]) -> int:
                      old=median(steady[pools.TASKS])),
     ]
     print("Ray's web dashboard: not running (no URL, no port of its process listening)")
+    return 0 if all(met) else 1
+
+
+@dataclass
+class LadderRun:
+    """One run of the measured ladder: its times and each measured config's latency."""
+
+    workers: int
+    wall: float
+    rung: float  # the hardware rung: its first batch to its last result
+    latency: dict[tuple[Any, ...], float]
+
+
+def measured_ladder(workers: int, shape: str, keep: int, folder: Path) -> LadderRun:
+    """Run the AVX-512 ladder on ``workers`` workers with a build cache and database of its own
+    in ``folder``; stop the benchmark if a config fails or a kernel came from elsewhere."""
+    from amx_vs_onednn import study_dict
+
+    from dse import load_trials
+
+    spec_dict = study_dict("int8", shape, keep, emulate=False, engine="avx512")
+    spec_dict.update(name=f"ladder-{workers}", workers=workers)
+    spec = study_from_dict(spec_dict, f"<ladder on {workers} workers>")
+    cache = folder / f"cache-w{workers}"
+    os.environ["DSE_AMX_CACHE"] = str(cache)  # before Ray starts: its workers inherit it
+    made: list[tuple[float, float, _Timed]] = []
+    os.environ.pop(pools.MODE_ENV, None)
+    start = time.perf_counter()
+    with timed_pools(made, ready=False):
+        run_study(spec, str(folder / f"w{workers}.db"))
+    wall = time.perf_counter() - start
+    # the runner makes a pool for the study's evaluator too; the rung's is the one used
+    (pool,) = [p for _, _, p in made if p.evaluator == "amx" and p.first is not None]
+    rung = pool.last - (pool.first or pool.last)
+    frame = load_trials(str(folder / f"w{workers}.db"), spec.name)
+    measured = frame[frame["evaluator"] == "amx"]
+    bad = measured[measured["status"] != "ok"]
+    if len(measured) != keep or len(bad):
+        reasons = "; ".join(str(r) for r in bad["reason"].head(3))
+        sys.exit(f"FAILED: {workers} worker(s) measured {len(measured) - len(bad)} of {keep} "
+                 f"configs correctly ({reasons})")
+    built = len(list(cache.glob("*.so")))
+    if built != keep:
+        sys.exit(f"FAILED: {workers} worker(s) compiled {built} kernels into {cache}, not "
+                 f"{keep}: the build cache was not the run's own")
+    names = ("grid_rows", "grid_cols", "mc", "nc", "kc", "pack_a", "pack_b", "block_order",
+             "micro_order", "prefetch_c", "split", "threads")
+    latency = {tuple(row[n] for n in names): float(row["latency_s"])
+               for _, row in measured.iterrows()}
+    print(f"  workers={workers}: whole study {wall:.1f} s, hardware rung {rung:.1f} s "
+          f"({keep} kernels compiled and measured, median "
+          f"{statistics.median(latency.values()) * 1e3:.3f} ms a GEMM)", flush=True)
+    return LadderRun(workers, wall, rung, latency)
+
+
+def amx_case(shape: str, keep: int, repeats: int) -> int:
+    """The measured ladder on 1 worker and on 2, ``repeats`` times interleaved; its figures
+    against their goals (see the module docstring)."""
+    from evaluators.hardware.amx_detect import vector_problem
+
+    problem = vector_problem("int8-int32")
+    if problem:
+        sys.exit(f"FAILED: --case amx measures AVX-512 VNNI kernels: {problem}")
+    import ray  # noqa: F401 - imported once, outside every timed run
+
+    runs: dict[int, list[LadderRun]] = {1: [], 2: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for repeat in range(repeats):  # interleaved, the order alternating: load falls on both
+            print(f"run {repeat + 1} of {repeats}", flush=True)
+            for workers in (1, 2)[::1 if repeat % 2 == 0 else -1]:
+                folder = Path(tmp) / f"{repeat}-{workers}"
+                folder.mkdir()
+                runs[workers].append(measured_ladder(workers, shape, keep, folder))
+    one, two = runs[1], runs[2]
+    configs = {frozenset(r.latency) for r in one + two}
+    if len(configs) != 1:
+        sys.exit("FAILED: the runs measured different configs (the model rung should pick the "
+                 "same ones every time)")
+    rung = [a.rung / b.rung for a, b in zip(one, two, strict=True)]
+    whole = [a.wall / b.wall for a, b in zip(one, two, strict=True)]
+    # per config, its time on 2 workers over its median time on 1: what building beside a
+    # measurement does to it (above 1: slowed)
+    disturbed = [b.latency[c] / statistics.median(a.latency[c] for a in one)
+                 for b in two for c in b.latency]
+    print(f"hardware rung: 1 worker {spread([r.rung for r in one], 's')}; 2 workers "
+          f"{spread([r.rung for r in two], 's')}")
+    print(f"whole study: 1 worker {spread([r.wall for r in one], 's')}; 2 workers "
+          f"{spread([r.wall for r in two], 's')}")
+    print(f"speed-up, 2 workers over 1: hardware rung {spread(rung, 'x')}; whole study "
+          f"{spread(whole, 'x')}")
+    print(f"a config's measured time on 2 workers over 1: {spread(disturbed, 'x')} "
+          f"({len(disturbed)} measurements)")
+    median = statistics.median
+    met = [
+        against_goal(f"measured ladder ({keep} AVX-512 int8 {shape} kernels compiled and "
+                     "measured), 2 workers over 1", median(rung), AMX_SPEEDUP_GOAL, "x"),
+        against_goal("measured time of a config, 2 workers over 1 (building beside a "
+                     "measurement)", median(disturbed), AMX_DISTURBANCE_GOAL, "x",
+                     higher_is_better=False),
+    ]
     return 0 if all(met) else 1
 
 

@@ -119,9 +119,9 @@ class RayPool:
         self._device = evaluator.device if evaluator is not None else None
         resources = {f"dse_device_{self._device}": 1} if self._device else None
         self.mode = mode or ray_mode(evaluator, address)
-        if self.mode == ACTORS and (address or self._device):
-            raise ValueError("actors run on a local Ray, for evaluators without a device "
-                             "(see ray_mode)")
+        if self.mode == ACTORS and (address or (self._device and not shares_device(evaluator))):
+            raise ValueError("actors run on a local Ray, for evaluators without a device or "
+                             "that lock it themselves (see ray_mode)")
         if self._started:
             start_ray(ray, workers, address, resources)
             if not address:  # the local Ray started here ends with this process
@@ -374,14 +374,24 @@ def make_pool(evaluator: Evaluator, workers: int, address: str | None) -> Pool:
     return RayPool(workers, address, evaluator)
 
 
+def shares_device(evaluator: Evaluator | None) -> bool:
+    """Whether ``evaluator`` may run in several workers at once beside its device: it declares
+    ``shares_device = True`` when it takes the device's lock itself for the part that must be
+    exclusive (a measurement) and does the rest (compiling) outside it. Its Ray workers then
+    hold no device resource, so one worker builds while another measures."""
+    return bool(getattr(evaluator, "shares_device", False))
+
+
 def ray_mode(evaluator: Evaluator | None, address: str | None) -> str:
     """Actors on a local Ray; tasks on a cluster (Ray places each on any node with a free CPU,
     one that joins later or outlives a lost one) and for an evaluator that declares a device
-    (its resource is held a run at a time, not for an actor's life). ``DSE_RAY_POOL=tasks``
-    forces tasks."""
+    (its resource is held a run at a time, not for an actor's life), unless the evaluator
+    locks the device itself (:func:`shares_device`): then actors too, each building while
+    another measures. ``DSE_RAY_POOL=tasks`` forces tasks."""
     forced = os.environ.get(MODE_ENV)
     if forced not in (None, "", ACTORS, TASKS):
         raise UsageError(f"{MODE_ENV}={forced}: one of {ACTORS}, {TASKS}")
-    if forced == TASKS or address or (evaluator is not None and evaluator.device):
+    if forced == TASKS or address or (evaluator is not None and evaluator.device
+                                      and not shares_device(evaluator)):
         return TASKS
     return ACTORS

@@ -1,8 +1,10 @@
 """The ``amx`` evaluator: each config's generated AMX GEMM compiled (in parallel, once per
 source) and measured on the host CPU's tile engine.
 
-A batch's kernels are built at once on every core; then, one at a time under the CPU's device
-lock, the tile-multiply peak is probed and each kernel is measured in the harness's worker:
+A batch's kernels are built at once on every core (in a Ray worker at idle priority); then,
+one at a time under the CPU's device lock (held for the measurement only, so another Ray worker
+builds its batch meanwhile, on the cycles the measurement leaves idle), the tile-multiply peak
+is probed and each kernel is measured in the harness's worker:
 warm-up, repeats until the spread settles, every product checked against a reference (int8
 exactly, bf16 within 1e-5 K). Each result stores the median, the spread, every time, the
 same-run probe and the efficiency (measured / probe). A compile error, a wrong product or a
@@ -17,6 +19,7 @@ only on a CPU with AMX.
 from __future__ import annotations
 
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
@@ -39,6 +42,27 @@ def worker_environment() -> dict[str, str]:
             "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+def build_at_idle_priority() -> None:
+    """Put the calling thread, and so the compilers it starts, in Linux's idle scheduling
+    class: a build then runs only on a core that nothing else wants. Builds of one Ray worker
+    run while another worker measures under the device lock; on a machine whose every core
+    the measured kernel uses, a build at normal priority would take a core from it and
+    inflate its time, while at idle priority it takes the cycles the measurement leaves (its
+    harness's Python between runs, the threads' waits). Elsewhere (no ``SCHED_IDLE``) a no-op."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: this thread (Linux)
+    except (AttributeError, OSError):
+        pass
+
+
+def in_ray_worker() -> bool:
+    """Whether this process is a Ray worker (a study on several workers): alone, in-process,
+    nothing of the study measures while this process builds, and builds keep their normal
+    priority (at idle priority, other work on a busy machine would starve them)."""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
 class AmxEvaluator(Evaluator):
     """Builds and measures each config's AMX GEMM (see the module docstring)."""
 
@@ -51,6 +75,9 @@ class AmxEvaluator(Evaluator):
     spaces: ClassVar[tuple[str, ...]] = ("amx_gemm",)
     capabilities: ClassVar[Capabilities] = Capabilities()
     device: ClassVar[str | None] = DEVICE
+    # builds need no device and measurements take its lock (the harness's): several Ray
+    # workers may run at once, one building while another measures (dse.study.pool)
+    shares_device: ClassVar[bool] = True
 
     def __init__(self, emulate: bool = False, warmup: int = 1, min_repeats: int = 3,
                  max_repeats: int = 10, target_spread: float = 0.03, timeout_s: float = 120.0,
@@ -89,8 +116,11 @@ class AmxEvaluator(Evaluator):
         return {**self.__dict__, "_worker": None}
 
     def build_all(self, sources: list[str]) -> list[Build]:
-        """Every source built, at once on every core (a cached one at no cost)."""
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        """Every source built, at once on every core (a cached one at no cost); in a Ray
+        worker, whose study's other workers may be measuring meanwhile, the compilers at idle
+        priority (see :func:`build_at_idle_priority`)."""
+        idle = build_at_idle_priority if in_ray_worker() else None
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1, initializer=idle) as pool:
             return list(pool.map(lambda s: build(s, self.emulate), sources))
 
     def evaluate_feasible(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
