@@ -162,7 +162,7 @@ def assert_complete(store: ResultStore, name: str, trials: int) -> None:
     assert set(frame["status"]) <= {"ok", "infeasible"}, frame["status"].value_counts()
     assert (frame["status"] == "ok").any()
     with store.session() as s:
-        study_id = rows.require_study(s, name, store.safe_url).id
+        study_id = rows.require_study(s, name, lambda: store.safe_url).id
         missing = s.scalar(select(func.count()).select_from(m.TrialRow).where(
             m.TrialRow.study_id == study_id, m.TrialRow.evaluation_id.is_(None)))
         evaluations = s.scalar(select(func.count()).select_from(m.EvaluationRow))

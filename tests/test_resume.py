@@ -64,7 +64,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     with store.session() as s:
         evaluations = s.scalar(select(func.count()).select_from(m.EvaluationRow))
         distinct_configs = s.scalar(select(func.count(func.distinct(m.TrialRow.config_id))))
-        study_id = rows.require_study(s, "killed", store.safe_url).id
+        study_id = rows.require_study(s, "killed", lambda: store.safe_url).id
     assert evaluations == distinct_configs
     import optuna
 

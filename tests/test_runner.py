@@ -49,7 +49,7 @@ def test_budget_resume_and_extension(storage_url):
     # Optuna's persisted state agrees with the trials table
     store = ResultStore(storage_url)
     with store.session() as s:
-        study_id = rows.require_study(s, "t", store.safe_url).id
+        study_id = rows.require_study(s, "t", lambda: store.safe_url).id
     journal = optuna.storages.JournalStorage(SqlJournalBackend(store, study_id))
     (summary_study,) = optuna.get_all_study_summaries(journal)
     assert summary_study.n_trials == 45
@@ -324,7 +324,7 @@ def test_the_lease_is_renewed_while_an_evaluation_outlasts_it(tmp_path, monkeypa
         time.sleep(4.5)  # the evaluation is still running, the first lease long over
         store = ResultStore(storage)
         with store.session() as s:
-            study = rows.require_study(s, "t", store.safe_url)
+            study = rows.require_study(s, "t", lambda: store.safe_url)
             assert study.status == "running" and study.lease_until > now()
     finally:
         thread.join(timeout=30)

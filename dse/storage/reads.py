@@ -32,7 +32,7 @@ class StudyReads:
     is declared here)."""
 
     session: Callable[[], AbstractContextManager[Session]]
-    safe_url: str
+    _where: Callable[[], str]
     _frame_reader: FrameReader
 
     @contextmanager
@@ -40,7 +40,7 @@ class StudyReads:
         """A session and the study's row (:class:`UsageError` naming the studies there when it
         does not exist)."""
         with self.session() as s:
-            yield s, require_study(s, name, self.safe_url)
+            yield s, require_study(s, name, self._where)
 
     def has_study(self, name: str) -> bool:
         """Whether a study of that name is stored."""

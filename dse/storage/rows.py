@@ -141,17 +141,18 @@ def study(s: Session, name: str) -> m.StudyRow | None:
     return s.scalar(select(m.StudyRow).where(m.StudyRow.name == name))
 
 
-def require_study(s: Session, name: str, where: str) -> m.StudyRow:
+def require_study(s: Session, name: str, where: Callable[[], str]) -> m.StudyRow:
     """The study's row.
 
     Raises:
-        UsageError: no study has that name in the database ``where`` (as a person reads its
-            URL); the error names the studies there.
+        UsageError: no study has that name in the database, named by ``where()`` (as a person
+            reads its URL: only worked out for the error, since each transaction of a run
+            asks for its study); the error names the studies there.
     """
     row = study(s, name)
     if row is None:
         names = s.scalars(select(m.StudyRow.name).order_by(m.StudyRow.name)).all()
-        raise UsageError(f"no study {name!r} in {where}{did_you_mean(name, names)}; "
+        raise UsageError(f"no study {name!r} in {where()}{did_you_mean(name, names)}; "
                          f"studies there: {', '.join(names) or 'none'}")
     return row
 

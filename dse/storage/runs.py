@@ -77,6 +77,7 @@ class RunWrites:
 
     session: Callable[[], AbstractContextManager[Session]]
     safe_url: str
+    _where: Callable[[], str]
     _window_writer: WindowWriter
 
     def claim_study(self, name: str, identity: dict[str, Any], target: Any,
@@ -113,7 +114,7 @@ class RunWrites:
     def renew_lease(self, name: str, owner: str, lease_s: float) -> None:
         """Extend ``owner``'s lease of the study (refused once another runner took it)."""
         with self.session() as s:
-            rows.acquire(rows.require_study(s, name, self.safe_url), owner, lease_s)
+            rows.acquire(rows.require_study(s, name, self._where), owner, lease_s)
 
     def release(self, study_name: str, owner: str, status: str,
                 unchanged_since: datetime | None = None) -> None:
@@ -122,7 +123,7 @@ class RunWrites:
         changed nothing gives ``unchanged_since``, the study's last update before it, which the
         study keeps."""
         with self.session() as s:
-            study = rows.require_study(s, study_name, self.safe_url)
+            study = rows.require_study(s, study_name, self._where)
             if study.owner != owner:
                 return
             study.owner, study.lease_until = None, None
@@ -182,7 +183,7 @@ class RunWrites:
                      "created_at": created} for fault in window.faults])
             if window.journal is not None:
                 window.journal.write_pending(s)
-            rows.acquire(rows.require_study(s, window.study, self.safe_url), window.owner,
+            rows.acquire(rows.require_study(s, window.study, self._where), window.owner,
                          window.lease_s)
 
     def record_agreement(self, study_id: int, workload_id: int, rung: int,
@@ -228,7 +229,7 @@ class RunWrites:
             # transaction reads), so what this one finds stored, and counts as new, is exact
             s.execute(update(m.StudyRow).where(m.StudyRow.name == study)
                       .values(name=m.StudyRow.name))
-            row = rows.require_study(s, study, self.safe_url)
+            row = rows.require_study(s, study, self._where)
             target_id = row.target_id  # the study's constants, even if its file changed since
             for body, space, result in records:
                 workload_id = rows.workload_id(s, {**body, "space": space})
@@ -264,7 +265,7 @@ class RunWrites:
         stands, and reads take its documents)."""
         try:
             with self.session() as s:
-                row = rows.require_study(s, name, self.safe_url)
+                row = rows.require_study(s, name, self._where)
                 count, last = trial_extent(s, row.id)
                 if count < MIN_TRIALS or last is None:
                     return None
@@ -282,4 +283,4 @@ class RunWrites:
     def study_journal(self, name: str) -> list[dict[str, Any]]:
         """The study's Optuna journal lines, in order."""
         with self.session() as s:
-            return rows.journal_lines(s, rows.require_study(s, name, self.safe_url).id)
+            return rows.journal_lines(s, rows.require_study(s, name, self._where).id)

@@ -125,6 +125,11 @@ class ResultStore(StudyReads, RunWrites):
         """Where the results are, as a person reads it: see :func:`shown_storage`."""
         return shown_storage(self.url)
 
+    def _where(self) -> str:
+        """:attr:`safe_url`, for the building blocks' errors: worked out only when one is
+        raised, not in every transaction that names a study."""
+        return self.safe_url
+
     @property
     def dialect(self) -> str:
         """The database's SQLAlchemy dialect: ``sqlite`` or ``postgresql``."""
