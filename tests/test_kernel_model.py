@@ -8,7 +8,7 @@ import pytest
 from dse.core.registry import load_target
 from evaluators.analytical import paper_data
 from evaluators.analytical.calibration import kernel_residuals
-from evaluators.analytical.xdna_kernel import kernel_cycles, macs_per_cycle, zero_cycles
+from search_spaces.xdna_gemm.kernel import kernel_cycles, macs_per_cycle, zero_cycles
 
 XDNA, XDNA2 = load_target("xdna"), load_target("xdna2")
 

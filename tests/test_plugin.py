@@ -149,6 +149,7 @@ def test_the_family_imports_only_the_contract(installed, tmp_path):
             dse
             search_spaces
             evaluators
+            families
 
         [importlinter:contract:plugin]
         name = the plugin imports only dse.core
@@ -163,6 +164,15 @@ def test_the_family_imports_only_the_contract(installed, tmp_path):
             dse.offline
             search_spaces
             evaluators
+            families
+
+        [importlinter:contract:layers]
+        name = the record binds the model and the space; the space knows neither
+        type = layers
+        layers =
+            roofline_npu.family
+            roofline_npu.model
+            roofline_npu.space
     """))
     done = lint_imports(str(config), env=installed)
-    assert done.returncode == 0 and "1 kept, 0 broken" in done.stdout, done.stdout
+    assert done.returncode == 0 and "2 kept, 0 broken" in done.stdout, done.stdout

@@ -4,7 +4,7 @@ dse's own families (XDNA, Ascend, Triton, CPU) are declared exactly as a user's 
 declares one, in ``pyproject.toml``::
 
     [project.entry-points."dse.families"]
-    xdna_gemm = "search_spaces.xdna_gemm.family:FAMILY"
+    xdna_gemm = "families.xdna_gemm.family:FAMILY"
 """
 
 from __future__ import annotations

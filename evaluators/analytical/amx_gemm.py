@@ -33,25 +33,15 @@ import numpy as np
 
 from dse.core.params import ConfigBatch
 from dse.core.workload import GemmWorkload
+from search_spaces.amx_gemm.geometry import (
+    grid_cols_of,
+    grid_rows_of,
+    is_choice,
+    k_tile,
+    kept_block_bytes,
+)
 
 TILE_BYTES = 1024
-CHOICE_CODES = {  # the batch codes of the choices the model reads (index of each choice)
-    "pack_a": ("yes", "no"), "pack_b": ("gemm", "block", "none"),
-    "block_order": ("b_block", "a_block"), "micro_order": ("a_strip", "b_strip"),
-    "load_hint": ("t0", "t1"),
-    "prefetch_c": ("yes", "no"), "split": ("m", "n", "mn"), "engine": ("amx", "avx512"),
-}
-
-
-def k_tile(elem_bytes: int) -> int:
-    """K elements per tile multiply: a tile row is 64 bytes."""
-    return 64 // elem_bytes
-
-
-def _is(batch: ConfigBatch, name: str, choice: str) -> np.ndarray:
-    return batch[name] == CHOICE_CODES[name].index(choice)
-
-
 def _ceil(a: Any, b: Any) -> Any:
     return -(-a // b)
 
@@ -66,29 +56,12 @@ def thread_grid(threads: np.ndarray, split: np.ndarray) -> tuple[np.ndarray, np.
     return tm, threads // tm
 
 
-def grid_rows_of(batch: ConfigBatch) -> np.ndarray:
-    """Rows of A a micro-kernel grid covers: 16 a tile row on AMX, one a row on AVX-512."""
-    return np.where(_is(batch, "engine", "avx512"), 1, 16) * batch["grid_rows"]
-
-
-def grid_cols_of(batch: ConfigBatch) -> np.ndarray:
-    """Columns of B a micro-kernel grid covers: 16 a strip, or one with B in place."""
-    return np.where(_is(batch, "pack_b", "none"), 1, 16) * batch["grid_cols"]
-
-
 def held_strip_bytes(batch: ConfigBatch, elem: int) -> np.ndarray:
     """Bytes of the strip the micro order keeps in L1: A's grid rows x kc, or B's kc x (16 x
     cols)."""
-    width = np.where(_is(batch, "micro_order", "a_strip"), grid_rows_of(batch),
+    width = np.where(is_choice(batch, "micro_order", "a_strip"), grid_rows_of(batch),
                      grid_cols_of(batch))
     return width * batch["kc"] * elem
-
-
-def kept_block_bytes(batch: ConfigBatch, elem: int) -> np.ndarray:
-    """Bytes of the block the block order keeps while the other passes: B's kc x nc
-    (``b_block``) or A's mc x kc (``a_block``)."""
-    return np.where(_is(batch, "block_order", "b_block"), batch["nc"], batch["mc"]) \
-        * batch["kc"] * elem
 
 
 def _level(size: np.ndarray, caches: Any, threads: np.ndarray) -> np.ndarray:
@@ -107,7 +80,7 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     mc, kc, nc = batch["mc"], batch["kc"], batch["nc"]
     threads = batch["threads"]
     tm, tn = thread_grid(threads, batch["split"])
-    vector = _is(batch, "engine", "avx512")
+    vector = is_choice(batch, "engine", "avx512")
     row_unit = np.where(vector, 1, 16)  # A rows per grid row: a tile's 16, or one
     rows, cols = row_unit * gr, grid_cols_of(batch)
     m_share = np.minimum(_ceil(_ceil(M, tm), rows) * rows, _ceil(M, rows) * rows)
@@ -127,8 +100,8 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
 
     # tile loads within a block: the held strip from L1 when it fits (after its first use),
     # else, like the streamed strips, from where its block lives
-    a_strip = _is(batch, "micro_order", "a_strip")
-    t1 = _is(batch, "load_hint", "t1")
+    a_strip = is_choice(batch, "micro_order", "a_strip")
+    t1 = is_choice(batch, "load_hint", "t1")
     l1_share = caches.l1_bytes * np.where(t1, 0.75, 0.5)
     a_block_level = _level(mc * kc * e, caches, busy)
     b_block_level = _level(kc * nc * e, caches, busy)
@@ -137,7 +110,7 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     held_level = np.where(a_strip, a_block_level, b_block_level)
     held_time = np.where(held_in_l1, (uses - 1) / uses / per_level[0] + 1 / uses
                          / per_level[held_level], 1 / per_level[held_level])
-    packed_a = _is(batch, "pack_a", "yes")
+    packed_a = is_choice(batch, "pack_a", "yes")
     a_bytes = strips * nk * gr * row_unit * 64  # a tile row of 64 bytes per A row
     b_bytes = strips * nk * cols * 64  # a 64-byte row of K per column of B
     a_time = np.where(a_strip, held_time, 1 / per_level[a_block_level])
@@ -145,11 +118,11 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     t_loads = a_bytes * a_time * np.where(packed_a, 1.0, mod.strided_a_factor) + b_bytes * b_time
     # first touches of a block from where its whole operand lives: B's once-per-GEMM packing
     # (for each A block in a_block order), A read in place (for each B block in b_block order)
-    b_block = _is(batch, "block_order", "b_block")
-    pack_b_block = _is(batch, "pack_b", "block")
+    b_block = is_choice(batch, "block_order", "b_block")
+    pack_b_block = is_choice(batch, "pack_b", "block")
     b_whole = _level(np.full_like(mc, K * N * e), caches, busy)
     a_whole = _level(np.full_like(mc, M * K * e), caches, busy)
-    in_place = _is(batch, "pack_b", "none")  # B read where it lies, once per A block
+    in_place = is_choice(batch, "pack_b", "none")  # B read where it lies, once per A block
     b_passes = np.where(b_block & ~in_place, 1, _ceil(m_share, mc))
     b_touched = np.where(pack_b_block, 0, K * n_share * e * b_passes)
     a_touched = np.where(packed_a, 0, m_share * K * e * np.where(b_block, _ceil(n_share, nc), 1))
@@ -164,7 +137,7 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     c_bytes = strips * rows * cols * 4 * (2 * k_blocks - 1)
     panel = np.where(b_block, m_share * nc, mc * n_share) * 4
     c_level = np.where(k_blocks == 1, 3, np.maximum(_level(panel, caches, busy), 1))
-    t_c = c_bytes / per_level[c_level] * np.where(_is(batch, "prefetch_c", "yes"), 1.0,
+    t_c = c_bytes / per_level[c_level] * np.where(is_choice(batch, "prefetch_c", "yes"), 1.0,
                                                   mod.c_latency_factor)
     t_calls = strips * k_blocks * mod.call_cycles / f
 

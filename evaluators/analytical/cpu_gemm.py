@@ -15,12 +15,7 @@ import numpy as np
 
 from dse.core.params import ConfigBatch
 from dse.core.workload import GemmWorkload
-
-
-def block_bytes(batch: ConfigBatch, elem: int) -> np.ndarray:
-    """Working set of one block step: the A, B and C blocks."""
-    mc, kc, nc = (batch[t].astype(np.int64) for t in ("mc", "kc", "nc"))
-    return (mc * kc + kc * nc + mc * nc) * elem
+from search_spaces.cpu_gemm.space import block_bytes
 
 
 def _ceil_div(a: int, b: np.ndarray) -> np.ndarray:

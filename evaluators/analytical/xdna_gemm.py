@@ -23,8 +23,8 @@ import numpy as np
 from dse.core.params import ConfigBatch
 from dse.core.workload import GemmWorkload
 from evaluators.analytical.xdna_dram import dram_traffic
-from evaluators.analytical.xdna_kernel import kernel_cycles, zero_cycles
 from search_spaces.xdna_gemm.geometry import derive, l2_usage
+from search_spaces.xdna_gemm.kernel import kernel_cycles, zero_cycles
 from search_spaces.xdna_gemm.target import XdnaTarget
 
 Metrics = dict[str, np.ndarray]

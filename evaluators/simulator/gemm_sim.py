@@ -34,9 +34,9 @@ import numpy as np
 from dse.core.params import ConfigBatch
 from dse.core.workload import GemmWorkload
 from evaluators.analytical.xdna_dram import run_bandwidth, stream_runs
-from evaluators.analytical.xdna_kernel import kernel_cycles, zero_cycles
 from evaluators.simulator.engine import Fifo, SharedServer, Sim
 from search_spaces.xdna_gemm.geometry import derive
+from search_spaces.xdna_gemm.kernel import kernel_cycles, zero_cycles
 from search_spaces.xdna_gemm.target import XdnaTarget
 
 OVERLAPPED_QUEUE = 5  # BDs kept queued per operand in the overlapped scheme

@@ -8,7 +8,7 @@ import numpy as np
 
 from dse.core.params import ConfigBatch, Rule
 from dse.core.workload import GemmWorkload
-from evaluators.analytical.amx_gemm import (
+from search_spaces.amx_gemm.geometry import (
     CHOICE_CODES,
     grid_cols_of,
     grid_rows_of,

@@ -17,7 +17,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from dse.core.params import ChoiceParam, ConfigBatch, IntParam, Param
 from dse.core.space import Breakdown, Calibratable, SearchSpace
 from dse.core.workload import GemmWorkload
-from evaluators.analytical.amx_gemm import CHOICE_CODES, k_tile
+from search_spaces.amx_gemm.geometry import CHOICE_CODES, k_tile
 from search_spaces.amx_gemm.rules import rules
 
 GRID = (1, 2, 3, 4)  # C tiles along each side of the micro-kernel's grid

@@ -19,7 +19,6 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from dse.core.params import ChoiceParam, ConfigBatch, IntParam, Param, Rule
 from dse.core.space import Calibratable, SearchSpace
 from dse.core.workload import GemmWorkload
-from evaluators.analytical.cpu_gemm import block_bytes
 
 TILES = ("mc", "kc", "nc")
 ALIGN = 16
@@ -34,6 +33,12 @@ def _params() -> dict[str, Param]:
         ChoiceParam("pack_b", "copy each B block to a contiguous buffer", ("yes", "no")),
     ]
     return {p.name: p for p in params}
+
+
+def block_bytes(batch: ConfigBatch, elem: int) -> np.ndarray:
+    """Working set of one block step: the A, B and C blocks."""
+    mc, kc, nc = (batch[t].astype(np.int64) for t in ("mc", "kc", "nc"))
+    return (mc * kc + kc * nc + mc * nc) * elem
 
 
 class CpuGemmSpace(SearchSpace):

@@ -13,8 +13,8 @@ import numpy as np
 
 from dse.core.params import ConfigBatch, Rule
 from dse.core.workload import GemmWorkload
-from evaluators.analytical.xdna_kernel import kernel_cycles
 from search_spaces.xdna_gemm.geometry import Geometry, derive, l2_usage
+from search_spaces.xdna_gemm.kernel import kernel_cycles
 from search_spaces.xdna_gemm.target import XdnaTarget
 
 

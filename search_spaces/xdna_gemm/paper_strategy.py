@@ -30,7 +30,8 @@ from dse.core import (
     metrics_row,
     score_batch,
 )
-from evaluators.analytical.xdna_gemm import score as model_score
+from search_spaces.xdna_gemm.geometry import derive
+from search_spaces.xdna_gemm.kernel import macs_per_cycle
 
 STEP_METRICS = ("tops", "t_comp_s", "t_mem_s", "bound", "macs_per_cycle")
 Kernel = tuple[int, int, int]
@@ -115,7 +116,8 @@ def paper_strategy(evaluator: Evaluator, ctx: EvalContext, fix: Mapping[str, Any
         return measure_kernel(evaluator, ctx, kernel, batch_take(cand, np.flatnonzero(mask)))
 
     if start is None:  # the kernel model is the same whatever the fidelity
-        mpc = model_score(cand, ctx.target, ctx.workload)["macs_per_cycle"]
+        geo = derive(cand, ctx.target, ctx.workload)
+        mpc = macs_per_cycle(geo.m, geo.k, geo.n, geo.spec, ctx.target.kernel, geo.ty_c)
         first = int(np.lexsort((-k, -mpc))[0])
         start = (int(m[first]), int(k[first]), int(n[first]))
     elif not ((m == start[0]) & (k == start[1]) & (n == start[2])).any():

@@ -1,0 +1,1 @@
+"""The ascend_bmm family: its record (``family``) and its commands (``cli``)."""

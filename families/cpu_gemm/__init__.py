@@ -1,0 +1,1 @@
+"""The cpu_gemm family: its record (``family``)."""

@@ -1,0 +1,1 @@
+"""The triton_gemm family: its record (``family``) and its commands (``cli``)."""
