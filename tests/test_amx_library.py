@@ -260,3 +260,30 @@ def test_without_amx_every_path_is_exact(native, dtype):
     c.fill(-7)
     assert fn(4, 4, 4, a.ctypes.data, 4, b.ctypes.data, 3, c.ctypes.data, 4) != 0  # ldb < N
     assert (c == -7).all()
+
+
+def test_a_table_dse_cover_writes_builds(tmp_path, capsys):
+    # The documented path: a mix study on cpu-amx, its cover, the library. The cover's table
+    # keeps the study's space options under "space"; the family is its target's.
+    from dse.study.runner import run_study
+    from dse.study.spec import study_from_dict
+
+    storage = str(tmp_path / "s.db")
+    run_study(study_from_dict({
+        "name": "mix", "target": "cpu-amx", "sampler": "random", "budget": {"trials": 12},
+        "workloads": [{"shape": shape, "dtype": "int8-int32", "b_layout": "row",
+                       "weight": weight} for shape, weight in (("8x256x128", 3),
+                                                               ("64x256x128", 1))],
+        "evaluator": {"name": "analytical"}, "seed": 0}), storage)
+    table = tmp_path / "t.json"
+    assert main(["cover", "mix", "--storage", storage, "--kernels", "2", "--out",
+                 str(table)]) == 0
+    assert isinstance(json.loads(table.read_text())["space"], dict)
+    out = tmp_path / "libdsegemm.so"
+    assert main(["dispatch", "build", str(table), "--out", str(out),
+                 *(["--emulate"] if EMULATE else [])]) == 0, capsys.readouterr().err
+    fn = _gemm(ctypes.CDLL(str(out)), "int8-int32")
+    a, b, c, reference = operands("int8-int32", 8, 128, 256, 5, 0, "row")
+    assert fn(8, 128, 256, a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1],
+              c.ctypes.data, c.shape[1]) == 0
+    assert (c == reference).all()

@@ -138,16 +138,31 @@ def cmd_build(args: argparse.Namespace) -> int:
     from dse.deploy.table import read_table
 
     table = read_table(args.table)
-    family = families().get(str(table.get("space")))
+    name = _family_name(table, args.table)
+    family = families().get(name)
     if family is None or family.build_library is None:
         builders = sorted(name for name, f in families().items() if f.build_library)
-        raise UsageError(f"{args.table}: the {table.get('space')!r} family builds no library; "
+        raise UsageError(f"{args.table}: the {name!r} family builds no library; "
                          f"tables of {', '.join(builders) or 'no family'} can be built")
     options = {"emulate": True} if args.emulate else {}
     paths = family.build_library(table, args.out, **options)
     for path in paths:
         print(f"wrote {path}")
     return 0
+
+
+def _family_name(table: dict, path: str) -> str:
+    """The family whose kernels a table holds: its target's search space (a table ``dse cover``
+    writes keeps the study's space options under ``space``; a hand-written one may name the
+    space there instead)."""
+    from dse.core.errors import UsageError
+    from dse.core.registry import load_target
+
+    if isinstance(table.get("space"), str):
+        return table["space"]
+    if not isinstance(table.get("target"), str):
+        raise UsageError(f"{path}: the table names no target")
+    return load_target(table["target"]).space
 
 
 def cmd_check(args: argparse.Namespace) -> int:
