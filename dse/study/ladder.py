@@ -17,7 +17,6 @@ import pandas as pd
 
 from dse.core.evaluator import EvalContext, Evaluator
 from dse.core.params import ConfigBatch, batch_len, batch_take
-from dse.core.registry import build_evaluator
 from dse.core.results import EvalResult
 from dse.study.port import Port, WorkloadRun, chunked, config_keys
 from dse.study.progress import Stage
@@ -98,7 +97,7 @@ def run_ladder(port: Port, run: WorkloadRun) -> None:
     batch = port.feasible(run)
     previous: dict[str, float] | None = None
     for index, rung in enumerate(spec.ladder):
-        evaluator = build_evaluator(rung.evaluator.name, rung.evaluator.options)
+        evaluator = port.resolution.evaluator(rung.evaluator)
         if index == 0 and evaluator.capabilities.score:  # score the whole space at once
             values = evaluator.score(batch, ctx)[objective.metric].astype(float) * sign
             batch = batch_take(batch, _kept(ctx, rung, batch, values))

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
     from dse.study.pool import Pool
+    from dse.study.resolution import Resolution
     from dse.study.spec import StudySpec
 
 
@@ -61,6 +62,7 @@ class Port(Protocol):
 
     spec: StudySpec
     evaluator: Evaluator  # the study's (a ladder's last rung)
+    resolution: Resolution  # its target, spaces and evaluators, each built once
     batch_size: int  # trials a round asks of a sampler
     offline_rung: int | None  # the ladder rung --offline exports, if any
 

@@ -28,7 +28,7 @@ import dse
 from dse.core.errors import InfrastructureError, UsageError
 from dse.core.evaluator import EvalContext, Evaluator, EvaluatorError
 from dse.core.params import ConfigBatch, batch_take
-from dse.core.registry import build_evaluator, load_target, search_space_class
+from dse.core.registry import search_space_class
 from dse.core.results import EvalResult, Status
 from dse.core.workload import Workload
 from dse.offline.exchange import OfflineExport
@@ -81,8 +81,9 @@ class StudyRunner:
                  progress: Progress | None = None, offline: str | None = None) -> None:
         self.spec, self.store, self.progress = spec, store, progress
         self.ray_address = ray_address
-        self.target = load_target(spec.target)
-        self.evaluator = build_evaluator(spec.evaluator.name, spec.evaluator.options)
+        self.resolution = spec.resolved()
+        self.target = self.resolution.target
+        self.evaluator = self.resolution.evaluator(spec.evaluator)
         self.owner = owner_id()
         self.deadline: float | None = None  # set when the trials begin (see run)
         self.evaluated_any = False  # a run with a time budget still does its first round
@@ -129,7 +130,7 @@ class StudyRunner:
         plugins = [r.evaluator for r in spec.ladder] or [spec.evaluator]
         stuck = []
         for index, plugin in enumerate(plugins):
-            evaluator = build_evaluator(plugin.name, plugin.options)
+            evaluator = self.resolution.evaluator(plugin)
             problem = evaluator.unavailable()
             if problem:
                 stuck.append((index, evaluator, problem))
@@ -224,9 +225,7 @@ class StudyRunner:
 
     def context(self, workload: Workload) -> EvalContext:
         """The workload on the study's target, in the study's space (its optional rules too)."""
-        space = search_space_class(self.target.space)(
-            self.target, workload, extra_constraints=self.spec.space.constraints)
-        return EvalContext(self.target, workload, space)
+        return self.resolution.context(workload, self.spec.space.constraints)
 
     def _run_workload(self, workload: Workload) -> WorkloadSummary:
         ctx = self.context(workload)
@@ -336,9 +335,10 @@ class StudyRunner:
         measured = Measured.of(evaluator)
         recorded = {k: self._rules.measured(evaluator) if own else measured
                     for k, own in zip(todo, by_rules, strict=True)}
-        out = [EvalResult(known[k].status, dict(c), known[k].metrics, known[k].reason,
-                          known[k].elapsed_s) for k, c in zip(keys, configs, strict=True)]
-        self.recorder.add(run.workload_id, keys, [dict(c) for c in configs], out, cached,
+        params = [dict(c) for c in configs]  # one copy, the result's and the record's
+        out = [EvalResult(known[k].status, p, known[k].metrics, known[k].reason,
+                          known[k].elapsed_s) for k, p in zip(keys, params, strict=True)]
+        self.recorder.add(run.workload_id, keys, params, out, cached,
                           [recorded.get(k, measured) for k in keys],
                           commit=commit)
         self._count(run, out, cached, repeated, len(todo), stage)

@@ -20,15 +20,14 @@ from dse.core.params import IntParam
 from dse.core.registry import (
     evaluator_class,
     evaluator_names,
-    load_target,
     registered,
     search_space_class,
 )
-from dse.core.target import Target
 from dse.core.workload import Workload
 from dse.study.reader import MISSING as _MISSING
 from dse.study.reader import Reader as _Reader
 from dse.study.reader import StudyFileError
+from dse.study.resolution import Resolution
 from dse.study.spec_workloads import parse_workloads
 
 # not an Optuna sampler but a strategy of its own: every feasible config of the space a trial
@@ -115,6 +114,15 @@ class StudySpec:
     # model mix they came from, if any (see dse.study.spec_workloads)
     weights: tuple[float, ...] = ()
     mix: dict[str, Any] | None = None
+    # the target, spaces and evaluators the file's checks built, for the run to reuse
+    resolution: Resolution | None = field(default=None, compare=False, repr=False)
+
+    def resolved(self) -> Resolution:
+        """What this study's names resolve to: the one its checks built, or a new one when the
+        spec was made otherwise or its target was changed since."""
+        if self.resolution is not None and self.resolution.target_name == self.target:
+            return self.resolution
+        return Resolution.load(self.target)
 
     def identity(self) -> dict[str, Any]:
         """What a stored study must match to be resumed (budget, workers, storage may change)."""
@@ -256,12 +264,13 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
         raise r.fail("name", name, limits.name_problem(name))
     target_name = r.text(data.get("target", _MISSING), "target")
     try:
-        target = load_target(_resolve_path(target_name, source))
+        resolution = Resolution.load(_resolve_path(target_name, source))
     except UsageError as exc:
         raise StudyFileError(f"{source}: key 'target': {exc}") from None
+    target = resolution.target
     chosen = parse_workloads(r, data, target)
     workloads = chosen.workloads
-    space = _space(r, data.get("space", {}), target, workloads)
+    space = _space(r, data.get("space", {}), resolution, workloads[0])
     evaluator = _plugin(r, data.get("evaluator", "analytical"), "evaluator", None)
     sampler = _plugin(r, data.get("sampler", "tpe"), "sampler",
                       (*registered("sampler"), EXHAUSTIVE))
@@ -280,7 +289,7 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
     if sampler.name == "cmaes" and len(objectives) > 1:
         raise StudyFileError(f"{source}: key 'sampler': cmaes optimises one objective; use "
                              "nsga2, tpe or random for several")
-    params = tuple(search_space_class(target.space)(target, workloads[0]).params())
+    params = tuple(resolution.space(workloads[0], space.constraints).params())
     ladder = _ladder(r, data.get("ladder"), target, params)
     if ladder and ("evaluator" in data or "sampler" in data):
         raise StudyFileError(f"{source}: a study with a 'ladder' takes its evaluators from the "
@@ -299,6 +308,7 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
         batch_size=None if data.get("batch_size") is None
         else r.integer(data["batch_size"], "batch_size", 1),
         ladder=ladder, source=source, weights=chosen.weights, mix=chosen.mix,
+        resolution=resolution,
     )
 
 
@@ -360,11 +370,15 @@ def _resolve_path(target: str, source: str) -> str:
     return target
 
 
-def _space(r: _Reader, raw: Any, target: Target, workloads: tuple[Workload, ...],
-           ) -> SpaceOverrides:
+def _space(r: _Reader, raw: Any, resolution: Resolution, first: Workload) -> SpaceOverrides:
+    """The study's changes to its space, checked on the first workload's (built once, with the
+    study's extra rules, and kept for the run)."""
     data = r.mapping(raw or {}, "space", ("fix", "free", "range", "constraints"))
-    space = search_space_class(target.space)(target, workloads[0])
-    params = space.params()
+    constraints = r.str_list(data.get("constraints", []), "space.constraints")
+    try:
+        params = resolution.space(first, constraints).params()
+    except UsageError as exc:
+        raise StudyFileError(f"{r.source}: key 'space.constraints': {exc}") from None
 
     def known(name: str, key: str) -> None:
         if name not in params:
@@ -392,11 +406,6 @@ def _space(r: _Reader, raw: Any, target: Target, workloads: tuple[Workload, ...]
             raise r.fail(f"space.range.{name}", value, "expected [low, high] positive integers "
                          f"for an integer parameter ({', '.join(integers)})")
         ranges[name] = (value[0], value[1])
-    constraints = r.str_list(data.get("constraints", []), "space.constraints")
-    try:
-        search_space_class(target.space)(target, workloads[0], extra_constraints=constraints)
-    except UsageError as exc:
-        raise StudyFileError(f"{r.source}: key 'space.constraints': {exc}") from None
     return SpaceOverrides(fix=fix, free=tuple(free), ranges=ranges, constraints=tuple(constraints))
 
 
