@@ -83,6 +83,27 @@ def test_a_metric_of_the_family_is_an_objective(installed, tmp_path):
     assert best.returncode == 0 and re.search(r"tops\s+ops_per_byte", best.stdout), best.stdout
 
 
+def test_a_strategy_of_the_package_runs_a_study(installed, tmp_path):
+    # registered by its entry point alone: a coarse sweep of every third feasible config,
+    # against the exhaustive strategy's count of them
+    def trials(name: str, lines: str) -> int:
+        (tmp_path / f"{name}.yaml").write_text(textwrap.dedent(STUDY).replace(
+            "name: tiny", f"name: {name}").replace("sampler: tpe\nbudget: {trials: 40}", lines))
+        done = dse(installed, "run", f"{name}.yaml", "--storage", "s.db", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return int(re.search(r"(\d+) trials; this run evaluated", done.stdout)[1])
+
+    every = trials("all", "sampler: exhaustive")
+    assert every > 6
+    assert trials("coarse", "strategy: {name: coarse, options: {every: 3}}") == -(-every // 3)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(textwrap.dedent(STUDY).replace(
+        "sampler: tpe", "strategy: {name: coarse, options: {stride: 3}}"))
+    done = dse(installed, "run", "bad.yaml", "--storage", "s.db", cwd=tmp_path)
+    assert done.returncode == 2 and "strategy.options.stride" in done.stderr
+    assert "takes every" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_best_trials_balance_and_report(installed, study):
     folder, storage = study
     best = dse(installed, "best", "tiny", "--storage", storage, "--top", "3", cwd=folder)

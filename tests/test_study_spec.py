@@ -65,6 +65,18 @@ def test_defaults_and_relative_target_path(tmp_path):
     assert spec.objectives[0].metric == "tops" and spec.workloads[0].b_layout == "row"
 
 
+def test_a_named_strategy_is_the_one_the_file_implies(tmp_path):
+    # strategy: exhaustive is the older sampler: exhaustive, and a stored study of either
+    # resumes under the other; a strategy the file names alone changes the identity
+    base = "name: x\ntarget: xdna2\nworkload: {shape: 256x256x256, dtype: int8-int8}\n"
+    named = load_study(write(tmp_path, base + "strategy: exhaustive\n", "a.yaml"))
+    implied = load_study(write(tmp_path, base + "sampler: exhaustive\n", "b.yaml"))
+    assert named.strategy.name == implied.strategy.name == "exhaustive"
+    assert named.identity() == implied.identity() and "strategy" not in named.identity()
+    tpe = load_study(write(tmp_path, base + "budget: {trials: 3}\n", "c.yaml"))
+    assert tpe.strategy.name == "asktell" and "strategy" not in tpe.identity()
+
+
 @pytest.mark.parametrize(("text", "pattern"), [
     ("name: [unclosed", r"not valid YAML"),
     ("name: x\ntarget: xdna2\nwork: {}\n", r"unknown key 'work'; allowed: name, target"),
@@ -102,6 +114,16 @@ def test_defaults_and_relative_target_path(tmp_path):
     ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\n"
      "space: {constraints: [tight]}\nbudget: {trials: 1}\n",
      r"key 'space.constraints'.*valid: dma_bound"),
+    ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\nstrategy: walk\n"
+     "budget: {trials: 1}\n",
+     r"key 'strategy.name': 'walk' is not valid; allowed: asktell, exhaustive, ladder"),
+    ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\nstrategy: ladder\n",
+     r"strategy 'ladder' runs a 'ladder': give its rungs"),
+    ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\n"
+     "strategy: exhaustive\nsampler: tpe\n", r"key 'sampler': strategy 'exhaustive' asks no"),
+    ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\n"
+     "strategy: {name: asktell, options: {depth: 2}}\nbudget: {trials: 1}\n",
+     r"key 'strategy.options.depth': strategy 'asktell' takes no options"),
 ])
 def test_errors_name_the_file_and_key(tmp_path, text, pattern):
     path = write(tmp_path, text)

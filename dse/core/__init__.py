@@ -33,10 +33,12 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Candidate", "SearchOutcome"), "outcome"),
     **dict.fromkeys(("Nodes", "ProductTree", "SearchTree", "cross", "product"), "tree"),
     **dict.fromkeys(("Family", "Model"), "family"),
+    "Strategy": "strategy",
     **dict.fromkeys(("available_targets", "build_context", "build_evaluator", "evaluator_class",
                      "evaluator_names", "families", "family", "load_target", "register",
-                     "registered", "search_space_class", "shipped_targets", "target_path",
-                     "unregister", "workload_class", "workload_from_dict"), "registry"),
+                     "registered", "search_space_class", "shipped_targets", "strategy",
+                     "target_path", "unregister", "workload_class", "workload_from_dict"),
+                    "registry"),
     **dict.fromkeys(("fmt", "key_values", "table"), "formatting"),
     **dict.fromkeys(("ResultSink", "add_storage_option", "name_values", "positive_int"),
                     "commands"),
@@ -100,6 +102,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         registered,
         search_space_class,
         shipped_targets,
+        strategy,
         target_path,
         unregister,
         workload_class,
@@ -114,6 +117,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         SearchSpace,
         require_dtype,
     )
+    from dse.core.strategy import Strategy
     from dse.core.target import (
         ZERO_OK,
         Target,

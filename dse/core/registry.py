@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from dse.core.evaluator import EvalContext, Evaluator
     from dse.core.family import Family
     from dse.core.space import SearchSpace
+    from dse.core.strategy import Strategy
     from dse.core.target import Target
 
 # kind -> entry-point group
@@ -36,6 +37,7 @@ GROUPS: dict[str, str] = {
     "sampler": "dse.samplers",
     "workload kind": "dse.workloads",
     "command group": "dse.commands",
+    "strategy": "dse.strategies",
 }
 
 
@@ -139,6 +141,17 @@ def families() -> dict[str, Family]:
 
 
 _warned: set[str] = set()  # broken families already named
+
+
+def strategy(name: str) -> Strategy:
+    """The search strategy registered as ``name``."""
+    from dse.core.strategy import Strategy
+
+    found = load("strategy", name)
+    if not isinstance(found, Strategy) or found.name != name:
+        raise DseError(f"the strategy entry point {name!r} must name a dse.core.Strategy "
+                       f"called {name!r}, not {found!r}")
+    return found
 
 
 def search_space_class(name: str) -> type[SearchSpace]:

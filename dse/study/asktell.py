@@ -11,6 +11,7 @@ import optuna
 from optuna.trial import TrialState
 
 from dse.core.results import EvalResult, Status
+from dse.core.strategy import Strategy
 from dse.study.port import Port, WorkloadRun
 from dse.study.samplers import make_sampler
 
@@ -53,3 +54,7 @@ def _tell(port: Port, study: optuna.Study, trials: list[optuna.Trial],
         trial.set_user_attr("reason", (result.reason or "")[:500])
         state = TrialState.PRUNED if result.status is Status.INFEASIBLE else TrialState.FAIL
         study.tell(trial, state=state)
+
+
+STRATEGY = Strategy("asktell", run_sampler, uses_sampler=True,
+                    summary="the study's Optuna sampler, asked and told trial by trial")

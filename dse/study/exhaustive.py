@@ -9,6 +9,7 @@ import numpy as np
 from dse.core.errors import UsageError
 from dse.core.evaluator import EvalContext
 from dse.core.params import ConfigBatch, batch_concat, batch_len, batch_take
+from dse.core.strategy import Strategy
 from dse.study.port import Port, WorkloadRun, chunked, config_keys
 from dse.study.progress import Stage
 
@@ -74,3 +75,7 @@ def run_exhaustive(port: Port, run: WorkloadRun) -> None:
         if port.out_of_time():
             break
         port.evaluate(run, batch_take(feasible, todo[part]), feasible=True, stage=stage)
+
+
+STRATEGY = Strategy("exhaustive", run_exhaustive, enumerates=True,
+                    summary="every feasible config, in a fixed order")

@@ -18,6 +18,7 @@ import pandas as pd
 from dse.core.evaluator import EvalContext, Evaluator
 from dse.core.params import ConfigBatch, batch_len, batch_take
 from dse.core.results import EvalResult
+from dse.core.strategy import Strategy
 from dse.study.port import Port, WorkloadRun, chunked, config_keys
 from dse.study.progress import Stage
 
@@ -168,3 +169,7 @@ def _record_agreement(port: Port, run: WorkloadRun, rung: int, cheaper: str, dea
               if len(common) >= 3 else {"spearman": None, "kendall": None,
                                         "top_k_overlap": None})
     port.record_agreement(run, rung, cheaper, dearer, len(common), k, values)
+
+
+STRATEGY = Strategy("ladder", run_ladder, enumerates=True, takes_rungs=True,
+                    summary="a cheap evaluator over the space, dearer ones on what it keeps")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dse.core.evaluator import EvalContext, Evaluator
 from dse.core.registry import build_evaluator, load_target, search_space_class
@@ -20,7 +20,13 @@ from dse.core.workload import Workload
 
 if TYPE_CHECKING:
     from dse.core.space import SearchSpace
-    from dse.study.spec import PluginSpec
+
+
+class PluginSpec(Protocol):
+    """A registered name and its options (``dse.study.spec.PluginSpec``)."""
+
+    name: str
+    options: dict[str, Any]
 
 
 @dataclass(eq=False)

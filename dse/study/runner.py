@@ -28,22 +28,20 @@ import dse
 from dse.core.errors import InfrastructureError, UsageError
 from dse.core.evaluator import EvalContext, Evaluator, EvaluatorError
 from dse.core.params import ConfigBatch, batch_take
-from dse.core.registry import search_space_class
+from dse.core.registry import search_space_class, strategy
 from dse.core.results import EvalResult, Status
 from dse.core.workload import Workload
 from dse.offline.exchange import OfflineExport
 from dse.storage.journal import DseJournalStorage, SqlJournalBackend
 from dse.storage.runs import Measured
 from dse.storage.store import DiskFullError, ResultStore, open_store
-from dse.study.asktell import run_sampler
-from dse.study.exhaustive import feasible_configs, run_exhaustive
-from dse.study.ladder import run_ladder
+from dse.study.exhaustive import feasible_configs
 from dse.study.pool import Pool, make_pool
 from dse.study.port import WorkloadRun, WorkloadSummary, config_keys
 from dse.study.progress import Progress, Stage
 from dse.study.recorder import Recorder
 from dse.study.samplers import make_sampler
-from dse.study.spec import EXHAUSTIVE, StudySpec
+from dse.study.spec import StudySpec
 
 LEASE_S = 120.0
 CHECKING = "checking the workloads' spaces"  # the progress shown before the first trial
@@ -89,16 +87,17 @@ class StudyRunner:
         self.evaluated_any = False  # a run with a time budget still does its first round
         self.offline_path = offline
         self.offline_rung, self.offline = self._offline_rung(offline)
-        if spec.sampler.name != EXHAUSTIVE:
+        self.strategy = strategy(spec.strategy.name)
+        if self.strategy.uses_sampler:
             make_sampler(spec, 1)  # refuse unknown options or a missing package before storing
-        # every workload's space is checked before the store is touched; an exhaustive study
-        # (or a ladder) keeps its feasible configs for the run
+        # every workload's space is checked before the store is touched; a strategy that
+        # lists the whole space keeps its feasible configs for the run
         self._feasible: dict[Workload, ConfigBatch] = {}
         for i, workload in enumerate(spec.workloads):
             if progress is not None and len(spec.workloads) > 1:  # ~0.1 s each: say so
                 progress(CHECKING, i, len(spec.workloads), None, "maximize")
             ctx = self.context(workload)
-            if spec.sampler.name == EXHAUSTIVE:
+            if self.strategy.enumerates:
                 self._feasible[workload] = feasible_configs(ctx, spec)
             else:
                 _require_feasible(ctx, spec)
@@ -232,12 +231,7 @@ class StudyRunner:
         workload_id, done = self.store.open_workload(
             self.study_id, {**workload.to_dict(), "space": ctx.space.name})
         run = WorkloadRun(ctx, workload_id, WorkloadSummary(workload, trials=done))
-        if self.spec.ladder:
-            run_ladder(self, run)
-        elif self.spec.sampler.name == EXHAUSTIVE:
-            run_exhaustive(self, run)
-        else:
-            run_sampler(self, run)
+        self.strategy.run(self, run)
         self._feasible.pop(workload, None)  # a workload runs once: its configs are done with
         return run.summary
 

@@ -23,6 +23,7 @@ from dse.core.registry import (
     registered,
     search_space_class,
 )
+from dse.core.registry import strategy as load_strategy
 from dse.core.workload import Workload
 from dse.study.reader import MISSING as _MISSING
 from dse.study.reader import Reader as _Reader
@@ -37,7 +38,8 @@ MINIMIZE = ("latency_s", "t_comp_s", "t_mem_s", "t_core_s", "l1_bytes", "l2_byte
             "dram_bytes_a", "dram_bytes_b", "dram_bytes_c", "padding_ratio")
 OBJECTIVE_METRICS = MAXIMIZE + MINIMIZE
 TOP_KEYS = ("name", "target", "workload", "workloads", "space", "evaluator", "sampler",
-            "objectives", "budget", "workers", "seed", "storage", "batch_size", "ladder")
+            "objectives", "budget", "workers", "seed", "storage", "batch_size", "ladder",
+            "strategy")
 SELECTIONS = ("top", "spread")
 
 
@@ -114,6 +116,9 @@ class StudySpec:
     # model mix they came from, if any (see dse.study.spec_workloads)
     weights: tuple[float, ...] = ()
     mix: dict[str, Any] | None = None
+    # how each workload's space is walked (a registered dse.core.Strategy): the file's
+    # 'strategy', else what its 'ladder' or 'sampler' implies
+    strategy: PluginSpec = field(default_factory=lambda: PluginSpec("asktell"))
     # the target, spaces and evaluators the file's checks built, for the run to reuse
     resolution: Resolution | None = field(default=None, compare=False, repr=False)
 
@@ -144,6 +149,10 @@ class StudySpec:
             # a study's weights and mix say what its workloads stand for (dse cover reads them)
             **({"weights": list(self.weights)} if self.weights else {}),
             **({"mix": self.mix} if self.mix else {}),
+            # a strategy the file names (stored studies from before strategies had names
+            # keep their identity)
+            **({"strategy": {"name": self.strategy.name, "options": self.strategy.options}}
+               if self.strategy != _implied_strategy(self.sampler, bool(self.ladder)) else {}),
         }
 
     def with_overrides(self, trials: int | None = None, workers: int | None = None) -> StudySpec:
@@ -282,22 +291,33 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
         else None,
         time_s=r.number(budget_raw["time_s"], "budget.time_s") if "time_s" in budget_raw
         else None)
-    if (sampler.name != EXHAUSTIVE and "ladder" not in data and budget.trials is None
-            and budget.time_s is None):
-        raise StudyFileError(f"{source}: key 'budget': give trials and/or time_s (only the "
-                             "exhaustive sampler needs no budget)")
+    strategy = _strategy(r, data, sampler)
+    walk = load_strategy(strategy.name)
+    if not walk.enumerates and budget.trials is None and budget.time_s is None:
+        raise StudyFileError(f"{source}: key 'budget': give trials and/or time_s (only a "
+                             "strategy that lists the whole space, as exhaustive and ladder "
+                             "do, needs no budget)")
     if sampler.name == "cmaes" and len(objectives) > 1:
         raise StudyFileError(f"{source}: key 'sampler': cmaes optimises one objective; use "
                              "nsga2, tpe or random for several")
     params = tuple(resolution.space(workloads[0], space.constraints).params())
     ladder = _ladder(r, data.get("ladder"), target, params)
+    if walk.takes_rungs != bool(ladder):
+        raise StudyFileError(f"{source}: strategy {walk.name!r} "
+                             + ("runs a 'ladder': give its rungs" if walk.takes_rungs else
+                                "does not run a 'ladder': drop it or the 'strategy'"))
+    if "sampler" in data and not walk.uses_sampler and sampler.name != EXHAUSTIVE:
+        raise StudyFileError(f"{source}: key 'sampler': strategy {walk.name!r} asks no sampler; "
+                             "drop 'sampler'")
     if ladder and ("evaluator" in data or "sampler" in data):
         raise StudyFileError(f"{source}: a study with a 'ladder' takes its evaluators from the "
                              "rungs and scores the whole space: drop 'evaluator' and 'sampler'")
     if ladder:
-        evaluator, sampler = ladder[-1].evaluator, PluginSpec(EXHAUSTIVE)
+        evaluator = ladder[-1].evaluator
     else:
         _check_evaluator_space(r, evaluator, target, "evaluator")
+    if walk.enumerates and sampler.name != EXHAUSTIVE:  # its listing's options (max_configs)
+        sampler = PluginSpec(EXHAUSTIVE)
     storage = data.get("storage")
     return StudySpec(
         name=name, target=_resolve_path(target_name, source), workloads=workloads, space=space,
@@ -308,8 +328,27 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
         batch_size=None if data.get("batch_size") is None
         else r.integer(data["batch_size"], "batch_size", 1),
         ladder=ladder, source=source, weights=chosen.weights, mix=chosen.mix,
-        resolution=resolution,
+        strategy=strategy, resolution=resolution,
     )
+
+
+def _implied_strategy(sampler: PluginSpec, ladder: bool) -> PluginSpec:
+    """The strategy a file that names none asks for: its ladder's, or its sampler's."""
+    if ladder:
+        return PluginSpec("ladder")
+    return PluginSpec("exhaustive" if sampler.name == EXHAUSTIVE else "asktell")
+
+
+def _strategy(r: _Reader, data: Mapping[str, Any], sampler: PluginSpec) -> PluginSpec:
+    if "strategy" not in data:
+        return _implied_strategy(sampler, "ladder" in data)
+    strategy = _plugin(r, data["strategy"], "strategy", tuple(registered("strategy")))
+    allowed = load_strategy(strategy.name).options
+    for option in strategy.options:
+        if option not in allowed:
+            raise StudyFileError(f"{r.source}: key 'strategy.options.{option}': strategy "
+                                 f"{strategy.name!r} takes {', '.join(allowed) or 'no options'}")
+    return strategy
 
 
 def _check_evaluator_space(r: _Reader, plugin: PluginSpec, target: Any, key: str) -> None:
