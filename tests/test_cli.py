@@ -160,6 +160,24 @@ def test_search_paper_strategy_shows_steps(capsys):
     assert code == 2 and "--start expects" in err
 
 
+def test_the_balance_procedures_options_are_the_spaces(capsys):
+    # dse search knows none of them: the XDNA space declares --start, --k-mt and --patience
+    problem = ("search", "--target", "xdna", "--dtype", "bf16-bf16", "--shape", "512x512x512")
+    code, out, _ = run(capsys, *problem, "--procedure-help")
+    assert code == 0 and all(flag in out for flag in ("--start", "--k-mt", "--patience"))
+    code, _, err = run(capsys, *problem, "--strategy", "paper", "--patiense", "2")
+    assert code == 2 and "(did you mean '--patience'?)" in err
+    code, _, err = run(capsys, *problem, "--patience", "2")
+    assert code == 2 and "--patience: options of the balance procedure" in err
+    # a space without a procedure takes none
+    code, out, _ = run(capsys, "search", "--target", "h100", "--dtype", "bf16-bf16",
+                       "--shape", "512x512x512", "--procedure-help")
+    assert code == 0 and "--start" not in out
+    code, _, err = run(capsys, "search", "--target", "h100", "--dtype", "bf16-bf16",
+                       "--shape", "512x512x512", "--start", "64x64x64")
+    assert code == 2 and "unrecognized arguments: --start 64x64x64" in err
+
+
 def test_targets_command(capsys):
     code, out, _ = run(capsys, "targets")
     assert code == 0 and "xdna2" in out and "4x8" in out

@@ -142,10 +142,18 @@ def test_the_dashboard_study_page_in_a_browser(installed, study, chromium_path):
             out = ROOT / "test-output" / "dashboard"
             out.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(out / "plugin-study.png"), full_page=True)
+            page.click("#added-pages a:text('Ridge')")  # the package's own page
+            page.wait_for_selector("#ridge")
+            added = page.inner_text("main")
+            page.screenshot(path=str(out / "plugin-page.png"), full_page=True)
+            missing = page.goto(f"{match.group(1)}/page/ridgee/tiny")
             browser.close()
         assert not errors, errors
         assert "2048x2048x2048 int8-int32" in text and "tile_m" in text
         assert "Roofline" in text and "Optimisation history" in text
+        assert "Ridge of tiny" in added and "ridge at 125.0 operations per DRAM byte" in added
+        assert re.search(r"2048x2048x2048 int8-int32\s+\d+\s+\d+\s+\d+x\d+", added), added
+        assert missing.status == 404
     finally:
         server.terminate()
         server.wait(timeout=10)

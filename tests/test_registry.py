@@ -54,3 +54,28 @@ def test_a_study_of_a_family_not_installed_here_still_lists():
     frame = pd.DataFrame({"tile_m": [16, 32], "tile_n": [64, 64]})
     frame.attrs.update(space="not_installed_here", params=["tile_m", "tile_n"])
     assert kernel_keys(frame) == () and param_columns(frame) == ["tile_m"]
+
+
+def test_a_registered_fidelity_ranks_between_dses_own():
+    # an emulator's results outrank the simulator's and yield to a measurement's
+    import pandas as pd
+
+    from dse.core import Fidelity, fidelity_ranks
+    from dse.storage.frames import best_trials
+
+    frame = pd.DataFrame({"shape": "64x64x64", "dtype": "int8-int8", "b_layout": "col",
+                          "status": "ok", "m": [1, 2, 3], "tops": [9.0, 5.0, 7.0],
+                          "fidelity": ["simulator", "emulated", "simulator"]})
+    frame.attrs["params"] = ["m"]
+    assert list(best_trials(frame)["m"]) == [1, 3]  # unknown fidelity: ranked lowest
+    register("fidelity", "emulated", Fidelity("emulated", 2.5))
+    try:
+        assert fidelity_ranks()["simulator"] < fidelity_ranks()["emulated"] < \
+            fidelity_ranks()["hardware"]
+        assert list(best_trials(frame)["m"]) == [2]
+        register("fidelity", "bad", Fidelity("other", 1.0))
+        with pytest.raises(DseError, match="must name a dse.core.Fidelity called 'bad'"):
+            fidelity_ranks()
+    finally:
+        unregister("fidelity", "emulated")
+        unregister("fidelity", "bad")

@@ -25,9 +25,8 @@ from dse.analysis.explore import (
 )
 from dse.analysis.history import history_figure
 from dse.analysis.over_time import edf_figure, timeline_figure
-from dse.core.registry import search_space_class
+from dse.core.registry import fidelity_ranks, search_space_class
 from dse.core.space import Breakdown
-from dse.storage.frames import FIDELITY_RANK
 
 MAX_POINTS = 600
 DOMINATED = "#b8b8b8"  # the grey of trials behind a Pareto front
@@ -319,7 +318,7 @@ def breakdown_figure(rows: pd.DataFrame, breakdown: Breakdown) -> go.Figure | No
 def fidelity_figures(ok: pd.DataFrame, params: list[str], metric: str) -> list[go.Figure]:
     """Model against measurement for each pair of neighbouring fidelities, with the Spearman
     rank agreement over the configs both scored."""
-    rank = ok.groupby("evaluator")["fidelity"].first().map(FIDELITY_RANK).fillna(0)
+    rank = ok.groupby("evaluator")["fidelity"].first().map(fidelity_ranks()).fillna(0)
     fidelities = list(rank.sort_values(kind="stable").index)
     keys = [p for p in params if p in ok]
     figures = []

@@ -47,6 +47,8 @@ class _Parser(argparse.ArgumentParser):
                    namespace: argparse.Namespace | None = None) -> argparse.Namespace:
         parsed, extras = self.parse_known_args(args, namespace)
         refuser = vars(parsed).pop(_REFUSER, self)
+        if extras and refuser.get_default("keeps_extras"):  # a command reads them itself
+            parsed.extras, extras = extras, []
         if extras:
             # compared without their dashes, which every option shares
             options = [o[2:] for action in refuser._actions for o in action.option_strings

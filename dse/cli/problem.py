@@ -5,19 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from dse.cli.common import add_backend_options, add_problem_args, backend_options
 from dse.core.commands import name_values, positive_int
 from dse.core.errors import UsageError, read_json
+from dse.core.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from dse.core.outcome import SearchOutcome
     from dse.core.results import EvalResult
     from dse.core.space import SearchSpace
 
-PAPER_PATIENCE = 3
 OUTCOME_METRICS = ("tops", "macs_per_cycle", "t_comp_s", "t_mem_s", "bound", "stage",
                    "l1_bytes", "l2_bytes", "r_in")
 
@@ -147,6 +147,39 @@ def _progress_printer() -> Callable[[int, int], None]:
     return report
 
 
+class ProcedureParser(argparse.ArgumentParser):
+    """The options a space's balance procedure declares, read from what ``dse search`` did
+    not know; every mistake a :class:`UsageError`."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+    def options(self, extras: Sequence[str]) -> dict[str, Any]:
+        """The options given among ``extras``, as the procedure's keywords."""
+        try:
+            parsed, unknown = self.parse_known_args(list(extras))
+        except argparse.ArgumentError as exc:
+            raise UsageError(str(exc)) from None
+        if unknown:
+            flags = [a.option_strings[0] for a in self._actions if a.option_strings]
+            hints = did_you_mean(unknown[0].split("=")[0], flags) if unknown[0][:2] == "--" else ""
+            raise UsageError(f"unrecognized arguments: {' '.join(unknown)}{hints}"
+                             + (f"; the balance procedure takes {', '.join(flags)}" if flags
+                                else ""))
+        return {k: v for k, v in vars(parsed).items() if v is not None}
+
+
+def procedure_parser(space: Any) -> ProcedureParser:
+    """A parser of the options ``space``'s balance procedure declares
+    (:class:`dse.core.ProcedureOption`)."""
+    parser = ProcedureParser(prog=f"dse search --strategy paper (the {space.name} space)",
+                             add_help=False, allow_abbrev=False, exit_on_error=False)
+    for option in space.balance_options:
+        parser.add_argument(option.flag, dest=option.keyword, type=option.parse,
+                            metavar=option.metavar, help=option.help)
+    return parser
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     """``dse search``: the exhaustive search or the family's balance procedure (``paper``) over
     one GEMM's space; prints the best configurations (or JSON), 1 when none is feasible."""
@@ -155,19 +188,23 @@ def cmd_search(args: argparse.Namespace) -> int:
     from dse.study.search import exhaustive
 
     ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
+    procedure = procedure_parser(ctx.space)
+    if args.procedure_help:
+        print(procedure.format_help())
+        return 0
+    given = procedure.options(args.extras)
     evaluator = build_evaluator(args.evaluator)
     require_fits(evaluator, ctx)
     fix = name_values(args.fix, "--fix")
     if args.strategy == "paper":
         if args.free:
             raise UsageError("--free applies to --strategy exhaustive only")
-        given = {"start": args.start, "k_mt_target": args.k_mt,
-                 "patience": args.patience if args.patience != PAPER_PATIENCE else None}
-        outcome = ctx.space.balance_procedure(
-            evaluator, fix=fix, **{k: v for k, v in given.items() if v is not None})
+        outcome = ctx.space.balance_procedure(evaluator, fix=fix, **given)
     else:
-        if args.start or args.k_mt or args.patience != PAPER_PATIENCE:
-            raise UsageError("--start, --k-mt and --patience apply to --strategy paper only")
+        if given:
+            flags = [o.flag for o in ctx.space.balance_options if o.keyword in given]
+            raise UsageError(f"{', '.join(flags)}: options of the balance procedure, for "
+                             "--strategy paper only")
         free = args.free
         if "all" in free:  # every parameter not fixed
             free = [name for name in ctx.space.params() if name not in (fix or {})]
@@ -224,14 +261,14 @@ def add_commands(sub: Any) -> None:
                     "same top, slower; for comparison)")
     se.add_argument("--top", type=positive_int, default=10,
                     help="how many configurations to report")
-    se.add_argument("--strategy", choices=("exhaustive", "paper"), default="exhaustive")
-    se.add_argument("--start", metavar="MxKxN", help="paper strategy: kernel to start from")
-    se.add_argument("--k-mt", type=positive_int, metavar="N",
-                    help="paper strategy: use the largest multiple of k_ct <= N as k_mt, as the "
-                    "paper did (default: each kernel's fastest feasible k_mt)")
-    se.add_argument("--patience", type=positive_int, default=PAPER_PATIENCE, metavar="N",
-                    help="paper strategy: stop after N steps without a new best (the paper: 1)")
-    se.set_defaults(func=cmd_search)
+    se.add_argument("--strategy", choices=("exhaustive", "paper"), default="exhaustive",
+                    help="paper: the family's own walk to the balance point, which takes the "
+                    "options its space declares (e.g. XDNA's --start MxKxN, --k-mt N, "
+                    "--patience N); --procedure-help lists a target's")
+    se.add_argument("--procedure-help", action="store_true",
+                    help="list the options of the target's balance procedure and exit")
+    # what the parser does not know is the balance procedure's, read once the space is built
+    se.set_defaults(func=cmd_search, keeps_extras=True, extras=[])
 
     tg = sub.add_parser("targets", help="list the shipped targets")
     tg.add_argument("--json", action="store_true")

@@ -23,21 +23,24 @@ _EXPORTS: dict[str, str] = {
                      "Param", "Rule", "batch_concat", "batch_from_dicts", "batch_len",
                      "batch_take", "batch_to_dicts"), "params"),
     **dict.fromkeys(("COMMON_TIME_PARTS", "Breakdown", "Calibratable", "OptunaEncoding",
-                     "SearchSpace", "require_dtype"), "space"),
+                     "ProcedureOption", "SearchSpace", "require_dtype"), "space"),
     **dict.fromkeys(("ZERO_OK", "Target", "TargetConstants", "build_section", "check_dtypes",
                      "check_keys", "digest_of", "dotted_value", "family_sections",
                      "rewrite_toml", "scalar", "with_dotted"), "target"),
-    **dict.fromkeys(("FIDELITIES", "Capabilities", "EvalContext", "EvaluationFailed",
+    **dict.fromkeys(("Capabilities", "EvalContext", "EvaluationFailed",
                      "Evaluator", "EvaluatorError", "failed_results", "require_fits",
                      "run_feasible", "score_batch"), "evaluator"),
     **dict.fromkeys(("Candidate", "SearchOutcome"), "outcome"),
     **dict.fromkeys(("Nodes", "ProductTree", "SearchTree", "cross", "product"), "tree"),
     **dict.fromkeys(("Family", "Model"), "family"),
     "Strategy": "strategy",
+    "Fidelity": "fidelity",
+    **dict.fromkeys(("PageData", "StudyPage"), "page"),
     **dict.fromkeys(("available_targets", "build_context", "build_evaluator", "evaluator_class",
-                     "evaluator_names", "families", "family", "load_target", "register",
-                     "registered", "search_space_class", "shipped_targets", "strategy",
-                     "target_path", "unregister", "workload_class", "workload_from_dict"),
+                     "evaluator_names", "families", "family", "fidelity_ranks", "load_target",
+                     "register", "registered", "search_space_class", "shipped_targets",
+                     "strategy", "study_pages", "target_path", "unregister", "workload_class",
+                     "workload_from_dict"),
                     "registry"),
     **dict.fromkeys(("fmt", "key_values", "table"), "formatting"),
     **dict.fromkeys(("ResultSink", "add_storage_option", "name_values", "positive_int"),
@@ -61,7 +64,6 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
     from dse.core.dtypes import DTYPE_PAIRS, ELEMENT_BYTES, DtypePair
     from dse.core.errors import DseError, TargetFileError, UsageError, read_json, read_text
     from dse.core.evaluator import (
-        FIDELITIES,
         Capabilities,
         EvalContext,
         EvaluationFailed,
@@ -73,8 +75,10 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         score_batch,
     )
     from dse.core.family import Family, Model
+    from dse.core.fidelity import Fidelity
     from dse.core.formatting import fmt, key_values, table
     from dse.core.outcome import Candidate, SearchOutcome
+    from dse.core.page import PageData, StudyPage
     from dse.core.params import (
         INT_LIMIT,
         ChoiceParam,
@@ -97,12 +101,14 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         evaluator_names,
         families,
         family,
+        fidelity_ranks,
         load_target,
         register,
         registered,
         search_space_class,
         shipped_targets,
         strategy,
+        study_pages,
         target_path,
         unregister,
         workload_class,
@@ -114,6 +120,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         Breakdown,
         Calibratable,
         OptunaEncoding,
+        ProcedureOption,
         SearchSpace,
         require_dtype,
     )

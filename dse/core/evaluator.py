@@ -29,10 +29,6 @@ if TYPE_CHECKING:
     from dse.core.target import Target
     from dse.core.workload import Workload
 
-# The fidelities an evaluator may have, cheapest first: a study's best configs are judged by
-# the most faithful results it holds.
-FIDELITIES: tuple[str, ...] = ("analytical", "synthetic", "simulator", "hardware")
-
 
 @dataclass(frozen=True)
 class EvalContext:
@@ -76,11 +72,12 @@ class Evaluator(ABC):
     """Scores a batch of configurations; expected failures come back as results.
 
     Class attributes: ``name``, ``version`` (a change to what it reports needs a new one: the
-    store serves results by name and version), ``fidelity`` (one of :data:`FIDELITIES`),
-    ``spaces`` (the search spaces it can score), ``result_options`` (constructor options that
-    change what it reports, not only how fast: a result is served only to a study that gives
-    them the same values), ``capabilities``, ``device`` (a name shared by evaluators that may
-    not run at once) and ``expected_errors``. Constructor keywords are its options.
+    store serves results by name and version), ``fidelity`` (a registered one:
+    :mod:`dse.core.fidelity`), ``spaces`` (the search spaces it can score), ``result_options``
+    (constructor options that change what it reports, not only how fast: a result is served
+    only to a study that gives them the same values), ``capabilities``, ``device`` (a name
+    shared by evaluators that may not run at once) and ``expected_errors``. Constructor
+    keywords are its options.
     """
 
     name: ClassVar[str]

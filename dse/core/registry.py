@@ -26,6 +26,7 @@ from dse.core.suggest import did_you_mean
 if TYPE_CHECKING:
     from dse.core.evaluator import EvalContext, Evaluator
     from dse.core.family import Family
+    from dse.core.page import StudyPage
     from dse.core.space import SearchSpace
     from dse.core.strategy import Strategy
     from dse.core.target import Target
@@ -38,6 +39,8 @@ GROUPS: dict[str, str] = {
     "workload kind": "dse.workloads",
     "command group": "dse.commands",
     "strategy": "dse.strategies",
+    "study page": "dse.pages",
+    "fidelity": "dse.fidelities",
 }
 
 
@@ -152,6 +155,40 @@ def strategy(name: str) -> Strategy:
         raise DseError(f"the strategy entry point {name!r} must name a dse.core.Strategy "
                        f"called {name!r}, not {found!r}")
     return found
+
+
+def study_pages() -> dict[str, StudyPage]:
+    """Every registered dashboard page by name; one that cannot be loaded (a broken plug-in
+    package) is left out, with a warning, so the dashboard still serves the others."""
+    from dse.core.page import StudyPage
+
+    out = {}
+    for name in registered("study page"):
+        try:
+            found = load("study page", name)
+            if not isinstance(found, StudyPage) or found.name != name:
+                raise DseError(f"the study page entry point {name!r} must name a "
+                               f"dse.core.StudyPage called {name!r}, not {found!r}")
+            out[name] = found
+        except DseError as exc:
+            if name not in _warned:
+                _warned.add(name)
+                print(f"dse: warning: {exc}", file=sys.stderr)
+    return out
+
+
+def fidelity_ranks() -> dict[str, float]:
+    """Every registered fidelity's rank by name (higher: more faithful)."""
+    from dse.core.fidelity import Fidelity
+
+    out = {}
+    for name in registered("fidelity"):
+        found = load("fidelity", name)
+        if not isinstance(found, Fidelity) or found.name != name:
+            raise DseError(f"the fidelity entry point {name!r} must name a "
+                           f"dse.core.Fidelity called {name!r}, not {found!r}")
+        out[name] = float(found.rank)
+    return out
 
 
 def search_space_class(name: str) -> type[SearchSpace]:

@@ -62,6 +62,20 @@ class OptunaEncoding(Protocol):
 
 
 @dataclass(frozen=True)
+class ProcedureOption:
+    """An option of a family's balance procedure, as ``dse search --strategy paper`` takes it:
+    its ``flag`` (``--k-mt``), the ``keyword`` it is passed to :meth:`SearchSpace.balance_procedure`
+    as, how its text is read (``parse``: raise ``argparse.ArgumentTypeError`` or
+    :class:`UsageError` with what is wrong), its ``help`` and ``metavar``."""
+
+    flag: str
+    keyword: str
+    parse: Callable[[str], Any]
+    help: str
+    metavar: str = "N"
+
+
+@dataclass(frozen=True)
 class Calibratable:
     """A target constant ``dse calibrate`` may refit (``section.key`` of the target file), with
     the value it may not pass (shares of a peak stay at most 1)."""
@@ -121,8 +135,10 @@ class SearchSpace(ABC):
     # metrics of the family's models a study may optimise beyond dse's standard ones, with
     # the direction each is optimised in by default ("maximize" or "minimize")
     objective_metrics: ClassVar[Mapping[str, str]] = {}
-    # whether balance_procedure walks to a balance point (dse search --strategy paper)
+    # whether balance_procedure walks to a balance point (dse search --strategy paper), and
+    # the options it takes there (dse search builds them; given ones become its keywords)
     has_balance_procedure: ClassVar[bool] = False
+    balance_options: ClassVar[tuple[ProcedureOption, ...]] = ()
 
     target: Target
     workload: Workload

@@ -33,7 +33,8 @@ from dse.analysis.figures import (
 )
 from dse.core.errors import UsageError
 from dse.core.formatting import fmt
-from dse.core.registry import families
+from dse.core.page import PageData, StudyPage
+from dse.core.registry import families, study_pages
 from dse.core.suggest import did_you_mean
 from dse.dashboard import config_view
 from dse.dashboard.cover_view import MAX_KERNELS, CoverCache, cover_view, objective_arg
@@ -66,6 +67,7 @@ def create_app(storage: ResultStore | str | None, warm: bool = False) -> Flask:
         threading.Thread(target=_warm, args=(store, pages.cache), daemon=True).start()
     app.jinja_env.filters["fmt"] = _cell
     app.jinja_env.globals["storage"] = store.safe_url
+    app.jinja_env.globals["pages_of"] = pages.pages_of
     app.register_error_handler(UsageError, _usage_error)
     app.register_error_handler(404, _not_found)
     for rule, endpoint in (("/assets/plotly.min.js", "plotly_js"),
@@ -75,7 +77,8 @@ def create_app(storage: ResultStore | str | None, warm: bool = False) -> Flask:
                            ("/state/<path:name>", "state"),
                            ("/figure/<key>/<path:name>", "figure"),
                            ("/timeline/<int:number>/<path:name>", "timeline"),
-                           ("/compare", "compare"), ("/cover/<path:name>", "cover")):
+                           ("/compare", "compare"), ("/cover/<path:name>", "cover"),
+                           ("/page/<page>/<path:name>", "study_page")):
         app.add_url_rule(rule, endpoint, getattr(pages, endpoint), methods=["GET"])
     return app
 
@@ -94,6 +97,7 @@ class _Pages:
     def __init__(self, store: ResultStore, cache: SummaryCache) -> None:
         self.store, self.cache = store, cache
         self.covers = CoverCache()
+        self.pages = study_pages()  # the pages packages add (dse.pages)
 
     def summary_of(self, name: str) -> StudySummary:
         if not self.store.has_study(name):
@@ -229,6 +233,21 @@ class _Pages:
         return render_template("cover.html", s=summary, k=kernels, objective=objective,
                                objectives=OBJECTIVES, max_kernels=MAX_KERNELS,
                                v=cover_view(plan, name), plotly=True)
+
+
+    def pages_of(self, summary: StudySummary) -> list[StudyPage]:
+        """The added pages that apply to ``summary``'s study, for its page's links."""
+        return [p for p in self.pages.values() if p.applies_to(summary.target.space)]
+
+    def study_page(self, page: str, name: str) -> str:
+        """A page a package adds (:class:`dse.core.StudyPage`), drawn from the study's trials."""
+        summary = self.summary_of(name)
+        found = self.pages.get(page)
+        if found is None or not found.applies_to(summary.target.space):
+            shown = [p.name for p in self.pages_of(summary)]
+            abort(404, f"study {name!r} has no page {page!r}{did_you_mean(page, shown)}")
+        body = found.render(PageData(name, summary.target, self.store.load_trials(name)))
+        return render_template("page.html", s=summary, page=found, body=body)
 
 
 def _warm(store: ResultStore, cache: SummaryCache) -> None:

@@ -19,10 +19,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dse.core.registry import load_target, search_space_class, workload_class, workload_from_dict
+from dse.core.registry import (
+    fidelity_ranks,
+    load_target,
+    search_space_class,
+    workload_class,
+    workload_from_dict,
+)
 from dse.core.space import SearchSpace
 from dse.core.workload import Workload
-from dse.storage.frames import FIDELITY_RANK, best_trials, trials_frame
+from dse.storage.frames import best_trials, trials_frame
 from dse.storage.store import ResultStore
 
 SAMPLE_ROWS = 2000
@@ -99,7 +105,7 @@ def _ladder_rows(store: ResultStore, study: str, narrow: pd.DataFrame) -> pd.Dat
     ok = narrow[narrow["status"] == "ok"]
     if ok["evaluator"].nunique() < 2:
         return trials_frame(study, [], {})
-    ranks = ok["fidelity"].map(FIDELITY_RANK).fillna(0)
+    ranks = ok["fidelity"].map(fidelity_ranks()).fillna(0)
     dear_configs = set(ok.loc[ranks > ranks.min(), "config_id"])
     numbers = ok.loc[ok["config_id"].isin(dear_configs), "number"].astype(int).tolist()
     return store.trials_by_number(study, numbers)

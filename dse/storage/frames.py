@@ -19,8 +19,7 @@ import pandas as pd
 from sqlalchemy import Select, Text, cast, func, select
 from sqlalchemy.orm import Session
 
-from dse.core.evaluator import FIDELITIES
-from dse.core.registry import workload_from_dict
+from dse.core.registry import fidelity_ranks, workload_from_dict
 from dse.storage import models as m
 from dse.storage.documents import (
     TEXTS,
@@ -32,8 +31,6 @@ from dse.storage.documents import (
 from dse.storage.snapshots import read_snapshot
 
 WORKLOAD_COLUMNS = ("shape", "dtype", "b_layout")
-# The best configs are judged by the most faithful results a study has.
-FIDELITY_RANK = {name: rank for rank, name in enumerate(FIDELITIES)}
 TRIAL_COLUMNS = ("study", "number", "shape", "dtype", "b_layout", "status", "cached", "reason",
                  "evaluator", "version", "fidelity", "elapsed_s", "host", "created_at")
 
@@ -225,7 +222,7 @@ def best_trials(frame: pd.DataFrame, top: int = 10) -> pd.DataFrame:
                                      if p not in WORKLOAD_COLUMNS)]
     for _, group in ok.groupby(list(WORKLOAD_COLUMNS), sort=False):
         if "fidelity" in group:
-            rank = group["fidelity"].map(FIDELITY_RANK).fillna(0)
+            rank = group["fidelity"].map(fidelity_ranks()).fillna(0)
             group = group[rank == rank.max()]
         group = group.drop_duplicates(subset=[c for c in identity if c in group.columns])
         if len(objectives) > 1:

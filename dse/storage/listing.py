@@ -10,9 +10,9 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from dse.core.registry import workload_from_dict
+from dse.core.registry import fidelity_ranks, workload_from_dict
 from dse.storage import models as m
-from dse.storage.frames import FIDELITY_RANK, in_study_trials
+from dse.storage.frames import in_study_trials
 from dse.storage.pages import trial_columns
 
 STUDY_COLUMNS = ["study", "target", "workloads", "trials", "objective", "best", "status",
@@ -56,7 +56,7 @@ def _best_value(s: Session, study_id: int, metric: str, direction: str) -> float
         .group_by(m.TrialRow.workload_id, m.EvaluationRow.fidelity)).all()
     faithful: dict[int, tuple[int, float | None]] = {}
     for workload_id, fidelity, value in groups:
-        rank = FIDELITY_RANK.get(fidelity, 0)
+        rank = fidelity_ranks().get(fidelity, 0)
         if workload_id not in faithful or rank > faithful[workload_id][0]:
             faithful[workload_id] = (rank, value)
     values = [float(v) for _, v in faithful.values() if v is not None]

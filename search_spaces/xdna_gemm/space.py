@@ -14,10 +14,12 @@ from dse.core import (
     Evaluator,
     GemmWorkload,
     IntParam,
+    ProcedureOption,
     Rule,
     SearchOutcome,
     SearchSpace,
     UsageError,
+    positive_int,
 )
 from search_spaces.xdna_gemm.constraints import (
     ARRAY_RULES,
@@ -26,6 +28,7 @@ from search_spaces.xdna_gemm.constraints import (
     CheckContext,
 )
 from search_spaces.xdna_gemm.enumeration import enumerate_tiles, tile_domains
+from search_spaces.xdna_gemm.paper_strategy import parse_start
 from search_spaces.xdna_gemm.params import TILE_PARAMS, build_params, default_params
 from search_spaces.xdna_gemm.sampling import OptunaEncoding
 from search_spaces.xdna_gemm.target import XdnaTarget
@@ -62,6 +65,13 @@ class XdnaGemmSpace(SearchSpace):
     time_parts = TIME_PARTS
     optional_constraints = OPTIONAL_CONSTRAINTS
     has_balance_procedure = True
+    balance_options = (
+        ProcedureOption("--start", "start", parse_start, "kernel to start from", "MxKxN"),
+        ProcedureOption("--k-mt", "k_mt_target", positive_int,
+                        "use the largest multiple of k_ct <= N as k_mt, as the paper did "
+                        "(default: each kernel's fastest feasible k_mt)"),
+        ProcedureOption("--patience", "patience", positive_int,
+                        "stop after N steps without a new best (the paper: 1; default 3)"))
 
     def __init__(self, target: XdnaTarget, workload: GemmWorkload,
                  extra_constraints: Sequence[str] = ()) -> None:
