@@ -82,7 +82,7 @@ def measure_sample(spec, ctx, size: int, seed: int) -> pd.DataFrame:
     """``size`` of the study's feasible configs drawn at random and measured: their parameters
     and TOPS (the failed ones left out)."""
     from dse.core.params import batch_len, batch_take
-    from dse.study.exhaustive import feasible_configs
+    from dse.study.strategies.exhaustive import feasible_configs
     from evaluators.hardware.amx import AmxEvaluator
 
     feasible = feasible_configs(ctx, spec)

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from dse.core.registry import build_context, build_evaluator
-from dse.study.search import exhaustive
+from dse.study.strategies.search import exhaustive
 from search_spaces.ascend_bmm.rules import classify
 
 GRID = {"B": (64, 256, 1024), "M": (16, 32, 64), "K": (64, 256, 1024), "N": (16, 64, 128)}

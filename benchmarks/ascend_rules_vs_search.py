@@ -31,8 +31,8 @@ from dse.core.formatting import table
 from dse.core.registry import build_context, build_evaluator
 from dse.storage.frames import best_trials
 from dse.study.runner import run_study
-from dse.study.search import exhaustive
 from dse.study.spec import study_from_dict
+from dse.study.strategies.search import exhaustive
 
 WIN = 1.05  # search "wins" when it is at least 5 % faster
 

@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from dse.storage import normalise_url
 from dse.storage.engine import CACHE_KIB
 from dse.storage.store import ResultStore
-from dse.study.exhaustive import SLICE
+from dse.study.strategies.exhaustive import SLICE
 
 SMALL = ("dse_targets", "dse_workloads", "dse_studies")  # copied once, not timed
 BULK = ("dse_configs", "dse_evaluations", "dse_trials")  # a row each a trial of the study

@@ -27,7 +27,7 @@ from goals import against_goal
 from dse.core.evaluator import EvalContext
 from dse.core.outcome import SearchOutcome
 from dse.core.registry import build_context, build_evaluator
-from dse.study.search import exhaustive
+from dse.study.strategies.search import exhaustive
 
 ANALYTICAL = build_evaluator("analytical")
 

@@ -297,7 +297,7 @@ def ladder_order(spec: Any, ctx: Any, feasible: Any, keep: int) -> tuple[list[di
     """The configs dse's ladder measures, in the model's order, and the seconds ranking took."""
     from dse.core.params import batch_take
     from dse.core.registry import build_evaluator
-    from dse.study.ladder import choose
+    from dse.study.strategies.ladder import choose
 
     start = time.perf_counter()
     rung = spec.ladder[0]
@@ -363,7 +363,7 @@ def tpe_run(service: Service, ctx: Any, spec: Any, seed: int, budget: int,
     import optuna
     from optuna.trial import TrialState
 
-    from dse.study.samplers import tpe
+    from dse.study.sampling.samplers import tpe
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     encoding = ctx.space.optuna_encoding(spec.space.fix, spec.space.free, spec.space.ranges)

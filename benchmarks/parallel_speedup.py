@@ -52,8 +52,8 @@ from unittest import mock
 from goals import against_goal
 
 import dse.study.runner as runner
-from dse.study import pool as pools
-from dse.study.ray_start import dashboard_ports
+from dse.study.execution import pool as pools
+from dse.study.execution.ray_start import dashboard_ports
 from dse.study.runner import run_study
 from dse.study.spec import study_from_dict
 

@@ -24,8 +24,8 @@ import pandas as pd
 from dse import load_trials
 from dse.core.registry import build_context, build_evaluator
 from dse.study.runner import run_study
-from dse.study.search import exhaustive
 from dse.study.spec import study_from_dict
+from dse.study.strategies.search import exhaustive
 
 
 def trials_to_reach(frame: pd.DataFrame, goal: float) -> int | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from dse.core.registry import build_context, build_evaluator
-from dse.study.search import exhaustive
+from dse.study.strategies.search import exhaustive
 from evaluators.simulator.gemm_sim import Plan, make_plan
 from evaluators.simulator.run import simulate
 

@@ -31,8 +31,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from dse.core.registry import build_context, build_evaluator, load, register
 from dse.study.runner import run_study
+from dse.study.sampling.tpe_window import TPE_WINDOW
 from dse.study.spec import study_from_dict
-from dse.study.tpe_window import TPE_WINDOW
 
 WORKLOAD = {"shape": "4096x4096x4096", "dtype": "int8-int8"}
 RANGES = ((50, 600), (300, 3000), (5000, 10000))  # trial numbers: flat or growing?

@@ -22,7 +22,7 @@ import numpy as np
 
 from dse.core.params import ConfigBatch, batch_concat, batch_len, batch_take
 from dse.core.registry import build_context, build_evaluator
-from dse.study.search import exhaustive
+from dse.study.strategies.search import exhaustive
 from evaluators.analytical.systolic_gemm import score
 from evaluators.systolic_sim.fold_schedule import ArraySetup, simulate_gemm
 

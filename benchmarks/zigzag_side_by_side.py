@@ -136,7 +136,7 @@ def dse_search(shape: str, rows: int, cols: int, repeats: int) -> dict[str, Any]
     sys.path.insert(0, str(ROOT))
     from dse.core.evaluator import EvalContext
     from dse.core.registry import build_context, build_evaluator
-    from dse.study.search import exhaustive
+    from dse.study.strategies.search import exhaustive
 
     ctx = build_context(DSE_TARGET, DSE_DTYPE, shape)
     array = ctx.target.array  # type: ignore[attr-defined]

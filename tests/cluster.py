@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dse.study.reaper import Reaper, proc_stat
+from dse.study.execution.reaper import Reaper, proc_stat
 
 RAY = str(Path(sys.executable).with_name("ray"))
 # what a node's process shows while it runs dse's task (Ray sets the title to the function)

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from dse.study.pool import ray_mode, shares_device
+from dse.study.execution.pool import ray_mode, shares_device
 from evaluators.hardware.amx import AmxEvaluator, build_at_idle_priority, in_ray_worker
 from evaluators.hardware.amx_detect import cpu_flags
 

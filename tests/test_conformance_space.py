@@ -153,7 +153,7 @@ def test_the_balance_procedure_walks_or_is_refused(ctx):
 def test_the_exact_search_with_pruning_equals_scoring_every_config(ctx):
     """Where the family offers a search tree, its bounds and dominated choices must leave the
     top exactly as brute force finds it; without one, the search scores every config."""
-    from dse.study.search import exhaustive
+    from dse.study.strategies.search import exhaustive
 
     analytical = build_evaluator("analytical")
     if ctx.space.name not in analytical.spaces:

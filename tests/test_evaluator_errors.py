@@ -12,7 +12,7 @@ from dse.cli import main
 from dse.core import EvalResult, Evaluator, EvaluatorError, Status, batch_len
 from dse.core.registry import register, unregister
 from dse.storage import open_store
-from dse.study.pool import _remote_evaluate
+from dse.study.execution.pool import _remote_evaluate
 from evaluators.analytical import AnalyticalEvaluator
 
 STUDY = """

@@ -8,8 +8,8 @@ import pytest
 
 from dse.core import Nodes, batch_take
 from dse.core.registry import build_context, build_evaluator, target_path
-from dse.study.exact import TopK, rank
-from dse.study.search import exhaustive
+from dse.study.strategies.exact import TopK, rank
+from dse.study.strategies.search import exhaustive
 
 ANALYTICAL = build_evaluator("analytical")
 

@@ -13,9 +13,9 @@ from dse import load_trials
 from dse.cli import main
 from dse.storage import open_store
 from dse.storage.frames import best_trials
-from dse.study.ladder import agreement, choose, kendall_tau_b
 from dse.study.runner import run_study
 from dse.study.spec import StudyFileError, load_study, study_from_dict
+from dse.study.strategies.ladder import agreement, choose, kendall_tau_b
 
 STUDIES = Path(__file__).parents[1] / "studies"
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dse.core.registry import build_context
-from dse.study.search import exhaustive
+from dse.study.strategies.search import exhaustive
 from evaluators.analytical import paper_data
 from evaluators.analytical.calibration import predict_point, row_major_gap
 from search_spaces.xdna_gemm.paper_strategy import paper_strategy

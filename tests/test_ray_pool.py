@@ -17,7 +17,7 @@ import pytest
 from dse import load_trials
 from dse.core.errors import InfrastructureError, UsageError
 from dse.storage import open_store
-from dse.study.pool import RayPool
+from dse.study.execution.pool import RayPool
 from dse.study.runner import run_study
 from tests.study_helpers import make_spec
 
@@ -97,7 +97,7 @@ def test_a_cluster_address_where_something_else_answers_is_refused(tmp_path, rep
 
 def test_a_ray_head_passes_the_address_check():
     """The check speaks HTTP/2 to the head's GCS, which is what a real cluster answers."""
-    from dse.study.ray_start import _require_listening
+    from dse.study.execution.ray_start import _require_listening
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -130,7 +130,7 @@ def test_a_ray_head_passes_the_address_check():
 
 def test_a_tls_cluster_is_only_checked_for_answering(monkeypatch):
     """A head started with RAY_USE_TLS speaks no plain HTTP/2: what answers is let through."""
-    from dse.study.ray_start import _require_listening
+    from dse.study.execution.ray_start import _require_listening
 
     monkeypatch.setenv("RAY_USE_TLS", "1")
     port, thread, server = _serve_once(b"\x15\x03\x03\x00\x02\x02\x46")  # a TLS alert
@@ -141,7 +141,7 @@ def test_a_tls_cluster_is_only_checked_for_answering(monkeypatch):
 
 def test_a_killed_driver_leaves_no_ray_process_behind(tmp_path):
     # Ray's agents outlive a driver killed with SIGKILL; the reaper ends them
-    from dse.study.reaper import descendants
+    from dse.study.execution.reaper import descendants
     from tests.cluster import cmdline
 
     study = tmp_path / "slow.yaml"
@@ -161,7 +161,7 @@ def test_a_killed_driver_leaves_no_ray_process_behind(tmp_path):
     finally:
         driver.kill()
         driver.wait()
-    reaper = [p for p, name in started.items() if "dse.study.reaper" in name]
+    reaper = [p for p, name in started.items() if "dse.study.execution.reaper" in name]
     assert reaper, started
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and any(cmdline(p) for p in started):
@@ -206,7 +206,7 @@ def test_a_worker_that_keeps_dying_stops_the_study_and_nothing_is_cached(tmp_pat
 
 def test_a_local_ray_starts_no_web_dashboard():
     from dse.core.registry import build_evaluator
-    from dse.study.ray_start import dashboard_ports
+    from dse.study.execution.ray_start import dashboard_ports
 
     pool = RayPool(2, evaluator=build_evaluator("synthetic", {"work_s": 0.01}))
     try:
@@ -226,7 +226,7 @@ def _batch_and_ctx(shape: str, n: int) -> tuple[Any, Any]:
     import numpy as np
 
     from dse.core import batch_take, build_context
-    from dse.study.exhaustive import feasible_configs
+    from dse.study.strategies.exhaustive import feasible_configs
 
     ctx = build_context("xdna2", "int8-int8", shape)
     spec = make_spec(evaluator={"name": "synthetic", "options": {"work_s": 0.001}},
@@ -246,7 +246,7 @@ def test_warm_actors_give_the_in_process_results_in_order():
     """The same actors (processes) serve every batch, a second workload and a second evaluator
     included, with the results the runner's own process gives, in the configs' order."""
     from dse.core.registry import build_evaluator
-    from dse.study.pool import ACTORS, InProcessPool
+    from dse.study.execution.pool import ACTORS, InProcessPool
 
     plain = build_evaluator("synthetic", {"work_s": 0.001})
     failing = build_evaluator("synthetic", {"work_s": 0.001, "fail_fraction": 0.5})
@@ -297,7 +297,7 @@ def test_a_bug_in_the_evaluator_stops_the_study_from_an_actor(tmp_path):
 def test_a_lost_worker_is_a_fault_in_either_mode(tmp_path, monkeypatch, mode):
     """The old way (tasks, forced with DSE_RAY_POOL) keeps the fault semantics too; with actors
     a lost worker is replaced and its chunk evaluated again on the new one."""
-    from dse.study.pool import MODE_ENV
+    from dse.study.execution.pool import MODE_ENV
 
     monkeypatch.setenv(MODE_ENV, mode)
     storage = str(tmp_path / "r.db")
@@ -327,7 +327,7 @@ def test_a_ladder_on_two_workers_finishes(tmp_path):
 def test_where_evaluations_run():
     """Actors on a local Ray; tasks on a cluster, for a device, or when DSE_RAY_POOL says so."""
     from dse.core.registry import build_evaluator
-    from dse.study.pool import MODE_ENV, ray_mode
+    from dse.study.execution.pool import MODE_ENV, ray_mode
 
     synthetic = build_evaluator("synthetic", {"work_s": 0.01})
     assert ray_mode(synthetic, None) == "actors"
@@ -347,7 +347,7 @@ def test_where_evaluations_run():
 
 def test_the_dashboard_check_sees_a_listening_port():
     """What dashboard_ports reads (/proc's listening sockets) finds one opened here."""
-    from dse.study.ray_start import _listening_sockets
+    from dse.study.execution.ray_start import _listening_sockets
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))

@@ -1,6 +1,6 @@
 """A study is resolved once: one ``dse run`` reads its target file, builds each workload's space
 and makes each evaluator once, the file's checks and the run sharing them
-(:mod:`dse.study.resolution`)."""
+(:mod:`dse.study.files.resolution`)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from dse.storage.frames import best_trials
 from dse.storage.journal import SqlJournalBackend
 from dse.storage.keys import now
 from dse.study import runner
-from dse.study.recorder import deferred_interrupts
+from dse.study.execution.recorder import deferred_interrupts
 from dse.study.runner import CHECKING, run_study
 from tests.study_helpers import make_spec
 

@@ -15,9 +15,9 @@ from dse import load_trials
 from dse.core.errors import UsageError
 from dse.core.registry import build_context, build_evaluator
 from dse.study.runner import run_study
-from dse.study.samplers import make_sampler, tpe
-from dse.study.tpe_kernel import vectorised_log_ndtr
-from dse.study.tpe_window import TPE_WINDOW, WindowedTPESampler, pareto_ranks
+from dse.study.sampling.samplers import make_sampler, tpe
+from dse.study.sampling.tpe_kernel import vectorised_log_ndtr
+from dse.study.sampling.tpe_window import TPE_WINDOW, WindowedTPESampler, pareto_ranks
 from tests.study_helpers import make_spec
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)

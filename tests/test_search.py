@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 
 from dse.core.registry import build_context, target_path
-from dse.study.search import exhaustive
+from dse.study.strategies.search import exhaustive
 
 
 def _small_target(tmp_path):

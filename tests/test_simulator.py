@@ -11,7 +11,7 @@ import pytest
 from dse.cli import main
 from dse.core.params import batch_take
 from dse.core.registry import build_context, build_evaluator, load_target
-from dse.study.search import exhaustive
+from dse.study.strategies.search import exhaustive
 from evaluators.analytical import paper_data
 from evaluators.analytical.calibration import predict_point, simulate_point
 from evaluators.simulator import SimulatorEvaluator

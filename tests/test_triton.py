@@ -120,7 +120,7 @@ def test_swizzle_groups_that_walk_alike_are_one_config():
 def test_the_gpu_sees_swizzles_the_model_ties_from_group_m_8_outwards():
     """At 4096^3 the tensor cores set the pace and every GROUP_M's wave fits L2: the model
     scores the six swizzles of a kernel alike, and the ladder's shortlist takes 8, 4 and 16."""
-    from dse.study.ladder import choose
+    from dse.study.strategies.ladder import choose
 
     ctx = build_context("h200", "bf16-bf16", "4096x4096x4096")
     configs = [ctx.space.resolve({**GOOD, "GROUP_M": g}) for g in (1, 2, 4, 8, 16, 32)]

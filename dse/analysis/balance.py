@@ -19,7 +19,7 @@ from dse.core.evaluator import EvalContext, Evaluator
 from dse.core.registry import build_context, build_evaluator
 from dse.storage.frames import best_trials
 from dse.storage.store import ResultStore
-from dse.study.search import exhaustive
+from dse.study.strategies.search import exhaustive
 
 FACTORS = (0.5, 0.75, 1.25, 1.5)
 

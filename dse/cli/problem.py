@@ -185,7 +185,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     one GEMM's space; prints the best configurations (or JSON), 1 when none is feasible."""
     from dse.core.evaluator import require_fits
     from dse.core.registry import build_context, build_evaluator
-    from dse.study.search import exhaustive
+    from dse.study.strategies.search import exhaustive
 
     ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
     procedure = procedure_parser(ctx.space)

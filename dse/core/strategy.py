@@ -19,7 +19,7 @@ class Strategy:
     """A strategy's record.
 
     ``run(port, run)`` evaluates configs of ``run.ctx.space`` through the run's port
-    (``dse.study.port.Port``: ``feasible``, ``evaluate``, ``out_of_time``, the study's
+    (``dse.study.execution.port.Port``: ``feasible``, ``evaluate``, ``out_of_time``, the study's
     ``spec`` with this strategy's ``spec.strategy.options``) until its budget is spent; the
     port serves stored results, records every trial and keeps the progress bars.
     """

@@ -15,7 +15,7 @@ from dse.core.mix import model_mix, model_of, token_passes
 from dse.core.registry import build_evaluator, load_target, search_space_class, workload_class
 from dse.deploy.problem import problem_for
 from dse.deploy.selector import kernel_index
-from dse.study.spec_workloads import MAX_WEIGHT
+from dse.study.files.spec_workloads import MAX_WEIGHT
 
 _SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*(?:\*\s*(\d+(?:\.\d+)?)\s*)?$",
                     re.ASCII)

@@ -29,7 +29,7 @@ from dse.core.registry import (
 from dse.core.workload import Workload
 from dse.storage.frames import best_trials
 from dse.storage.store import ResultStore
-from dse.study.search import exhaustive
+from dse.study.strategies.search import exhaustive
 
 DEFAULT_CANDIDATES = 8  # best configs a shape offers as candidates
 

@@ -1,6 +1,6 @@
 """The study run: its workloads through the study's strategy (ask/tell, exhaustive or a
 ladder), evaluations in-process or on Ray, results committed with Optuna's state (see
-:mod:`dse.study.recorder`).
+:mod:`dse.study.execution.recorder`).
 
 A config already evaluated by the same evaluator version on the same target and workload (by
 this or any other study in the database) is served from the store, not evaluated again.
@@ -35,13 +35,13 @@ from dse.offline.exchange import OfflineExport
 from dse.storage.journal import DseJournalStorage, SqlJournalBackend
 from dse.storage.runs import Measured
 from dse.storage.store import DiskFullError, ResultStore, open_store
-from dse.study.exhaustive import feasible_configs
-from dse.study.pool import Pool, make_pool
-from dse.study.port import WorkloadRun, WorkloadSummary, config_keys
-from dse.study.progress import Progress, Stage
-from dse.study.recorder import Recorder
-from dse.study.samplers import make_sampler
+from dse.study.execution.pool import Pool, make_pool
+from dse.study.execution.port import WorkloadRun, WorkloadSummary, config_keys
+from dse.study.execution.progress import Progress, Stage
+from dse.study.execution.recorder import Recorder
+from dse.study.sampling.samplers import make_sampler
 from dse.study.spec import StudySpec
+from dse.study.strategies.exhaustive import feasible_configs
 
 LEASE_S = 120.0
 CHECKING = "checking the workloads' spaces"  # the progress shown before the first trial
@@ -73,7 +73,7 @@ def library_versions() -> dict[str, str]:
 
 class StudyRunner:
     """Runs (or resumes) one study against one store; the port its strategies use
-    (:class:`dse.study.port.Port`)."""
+    (:class:`dse.study.execution.port.Port`)."""
 
     def __init__(self, spec: StudySpec, store: ResultStore, ray_address: str | None = None,
                  progress: Progress | None = None, offline: str | None = None) -> None:
@@ -235,7 +235,7 @@ class StudyRunner:
         self._feasible.pop(workload, None)  # a workload runs once: its configs are done with
         return run.summary
 
-    # -- the port (dse.study.port.Port) -------------------------------------------------------
+    # -- the port (dse.study.execution.port.Port) -----------------------------------------------
     def out_of_time(self) -> bool:
         """Whether the time budget is spent; never before the run's first round, so a budget
         shorter than building a workload's space still makes progress."""
@@ -296,7 +296,7 @@ class StudyRunner:
                  stage: Stage | None = None, commit: bool = True) -> list[EvalResult]:
         """Results of ``batch``'s configs in order (stored ones reused), queued for the next
         commit (made now if the window is due, unless ``commit`` is false); see
-        :meth:`dse.study.port.Port.evaluate`.
+        :meth:`dse.study.execution.port.Port.evaluate`.
 
         A config only the study's own rules refuse (its optional constraints or ranges) is
         stored under a version of the evaluator of its own (see :class:`_StudyRules`), so it is

@@ -25,11 +25,11 @@ from dse.core.registry import (
 )
 from dse.core.registry import strategy as load_strategy
 from dse.core.workload import Workload
-from dse.study.reader import MISSING as _MISSING
-from dse.study.reader import Reader as _Reader
-from dse.study.reader import StudyFileError
-from dse.study.resolution import Resolution
-from dse.study.spec_workloads import parse_workloads
+from dse.study.files.reader import MISSING as _MISSING
+from dse.study.files.reader import Reader as _Reader
+from dse.study.files.reader import StudyFileError
+from dse.study.files.resolution import Resolution
+from dse.study.files.spec_workloads import parse_workloads
 
 # not an Optuna sampler but a strategy of its own: every feasible config of the space a trial
 EXHAUSTIVE = "exhaustive"
@@ -113,7 +113,7 @@ class StudySpec:
     ladder: tuple[Rung, ...] = ()
     source: str = ""
     # how often each workload runs (its calls per pass of the mix; () : once each), and the
-    # model mix they came from, if any (see dse.study.spec_workloads)
+    # model mix they came from, if any (see dse.study.files.spec_workloads)
     weights: tuple[float, ...] = ()
     mix: dict[str, Any] | None = None
     # how each workload's space is walked (a registered dse.core.Strategy): the file's

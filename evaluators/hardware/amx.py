@@ -76,7 +76,7 @@ class AmxEvaluator(Evaluator):
     capabilities: ClassVar[Capabilities] = Capabilities()
     device: ClassVar[str | None] = DEVICE
     # builds need no device and measurements take its lock (the harness's): several Ray
-    # workers may run at once, one building while another measures (dse.study.pool)
+    # workers may run at once, one building while another measures (dse.study.execution.pool)
     shares_device: ClassVar[bool] = True
 
     def __init__(self, emulate: bool = False, warmup: int = 1, min_repeats: int = 3,

@@ -21,8 +21,8 @@ from dse.core.errors import DseError, InfrastructureError, UsageError
 from dse.core.evaluator import EvalContext, Evaluator, EvaluatorError, run_feasible
 from dse.core.params import ConfigBatch, batch_len, batch_take
 from dse.core.results import EvalResult
-from dse.study.ray_start import start_ray
-from dse.study.reaper import Reaper, descendants
+from dse.study.execution.ray_start import start_ray
+from dse.study.execution.reaper import Reaper, descendants
 
 ATTEMPTS = 3  # of a batch of configs whose worker or node was lost (Ray itself retries none)
 MESSAGE_CHARS = 2000  # of a fault's message kept (Ray's can hold a whole log)

@@ -17,7 +17,7 @@ from dse.core.outcome import Candidate, SearchOutcome
 from dse.core.params import batch_len, batch_take
 from dse.core.registry import build_evaluator
 from dse.core.results import metrics_row
-from dse.study.exact import TopK, branch_and_bound, rank
+from dse.study.strategies.exact import TopK, branch_and_bound, rank
 
 SHORTLIST_FACTOR = 10  # non-vectorised evaluators re-rank top x this of the analytical model
 
@@ -29,10 +29,11 @@ def exhaustive(evaluator: Evaluator, ctx: EvalContext, fix: Mapping[str, Any] | 
     """The ``top`` fastest feasible configs of the space, exactly.
 
     With the analytical model and a space that offers a search tree, a branch-and-bound
-    (:func:`dse.study.exact.branch_and_bound`) scores only the sub-spaces whose bound can reach
-    the top (``prune=False`` scores every config, for comparison). Otherwise every config is
-    scored, one batch at a time (one per combination of the free non-tile parameters), keeping
-    only the best, so memory stays bounded. ``progress`` is called with (done, in all).
+    (:func:`dse.study.strategies.exact.branch_and_bound`) scores only the sub-spaces whose
+    bound can reach the top (``prune=False`` scores every config, for comparison). Otherwise
+    every config is scored, one batch at a time (one per combination of the free non-tile
+    parameters), keeping only the best, so memory stays bounded. ``progress`` is called with
+    (done, in all).
     """
     if not evaluator.capabilities.score:
         return _shortlisted(evaluator, ctx, fix, free, top, progress)

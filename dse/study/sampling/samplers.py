@@ -15,8 +15,8 @@ import optuna
 from dse.core import limits
 from dse.core.errors import UsageError
 from dse.core.registry import load
+from dse.study.sampling.tpe_window import TPE_WINDOW, WINDOW_MAX, WINDOW_MIN, WindowedTPESampler
 from dse.study.spec import StudySpec
-from dse.study.tpe_window import TPE_WINDOW, WINDOW_MAX, WINDOW_MIN, WindowedTPESampler
 
 
 def make_sampler(spec: StudySpec, batch_size: int,

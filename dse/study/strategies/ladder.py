@@ -19,11 +19,11 @@ from dse.core.evaluator import EvalContext, Evaluator
 from dse.core.params import ConfigBatch, batch_len, batch_take
 from dse.core.results import EvalResult
 from dse.core.strategy import Strategy
-from dse.study.port import Port, WorkloadRun, chunked, config_keys
-from dse.study.progress import Stage
+from dse.study.execution.port import Port, WorkloadRun, chunked, config_keys
+from dse.study.execution.progress import Stage
 
 if TYPE_CHECKING:
-    from dse.study.pool import Pool
+    from dse.study.execution.pool import Pool
     from dse.study.spec import Rung
 
 

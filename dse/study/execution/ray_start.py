@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dse.core.errors import UsageError
-from dse.study.reaper import descendants
+from dse.study.execution.reaper import descendants
 
 
 def _signal_handlers() -> dict[int, Any]:

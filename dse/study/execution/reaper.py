@@ -67,8 +67,9 @@ class Reaper:
         self._process: subprocess.Popen[str] | None = None
         if sys.platform.startswith("linux"):
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "dse.study.reaper"], stdin=subprocess.PIPE, text=True,
-                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                [sys.executable, "-m", "dse.study.execution.reaper"], stdin=subprocess.PIPE,
+                text=True, start_new_session=True, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL)
 
     def watch(self, pids: list[int]) -> None:
         """End ``pids`` too when this process ends."""

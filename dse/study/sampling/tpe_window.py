@@ -20,7 +20,7 @@ from optuna.storages import BaseStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from dse.study.tpe_kernel import vectorised_log_ndtr
+from dse.study.sampling.tpe_kernel import vectorised_log_ndtr
 
 if TYPE_CHECKING:
     from optuna.study._frozen import FrozenStudy  # get_all_studies' type; not re-exported
@@ -37,7 +37,7 @@ _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)  # the trials TPE fits
 
 class WindowedTPESampler(optuna.samplers.BaseSampler):
     """``tpe`` fitted to at most ``window`` finished trials of the study, its kernel computed
-    over whole arrays (:mod:`dse.study.tpe_kernel`).
+    over whole arrays (:mod:`dse.study.sampling.tpe_kernel`).
 
     Until the study has more than ``window`` finished (complete or pruned) trials, every call
     goes to ``tpe`` with the study itself, so its suggestions are exactly ``tpe``'s. After that,

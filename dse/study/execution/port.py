@@ -18,13 +18,13 @@ from dse.core.params import ConfigBatch
 from dse.core.results import EvalResult
 from dse.core.workload import Workload
 from dse.storage.keys import config_key
-from dse.study.progress import Stage
+from dse.study.execution.progress import Stage
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
-    from dse.study.pool import Pool
-    from dse.study.resolution import Resolution
+    from dse.study.execution.pool import Pool
+    from dse.study.files.resolution import Resolution
     from dse.study.spec import StudySpec
 
 

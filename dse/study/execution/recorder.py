@@ -104,8 +104,8 @@ class Recorder:
             self.maybe_flush()
 
     def add_faults(self, workload_id: int, faults: list[dict[str, Any]]) -> None:
-        """Queue faults of the machinery met on a workload (see :class:`dse.study.pool.Fault`)
-        for the next window."""
+        """Queue faults of the machinery met on a workload (see
+        :class:`dse.study.execution.pool.Fault`) for the next window."""
         self._faults.extend({**fault, "workload_id": workload_id} for fault in faults)
 
     def maybe_flush(self) -> None:

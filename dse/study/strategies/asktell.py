@@ -12,8 +12,8 @@ from optuna.trial import TrialState
 
 from dse.core.results import EvalResult, Status
 from dse.core.strategy import Strategy
-from dse.study.port import Port, WorkloadRun
-from dse.study.samplers import make_sampler
+from dse.study.execution.port import Port, WorkloadRun
+from dse.study.sampling.samplers import make_sampler
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -10,8 +10,8 @@ from dse.core.errors import UsageError
 from dse.core.evaluator import EvalContext
 from dse.core.params import ConfigBatch, batch_concat, batch_len, batch_take
 from dse.core.strategy import Strategy
-from dse.study.port import Port, WorkloadRun, chunked, config_keys
-from dse.study.progress import Stage
+from dse.study.execution.port import Port, WorkloadRun, chunked, config_keys
+from dse.study.execution.progress import Stage
 
 if TYPE_CHECKING:
     from dse.study.spec import StudySpec

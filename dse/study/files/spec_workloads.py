@@ -23,7 +23,7 @@ from dse.core.mix import mix_summary, model_mix, model_of, token_passes
 from dse.core.registry import search_space_class, workload_class
 from dse.core.target import Target
 from dse.core.workload import Workload
-from dse.study.reader import MISSING, Reader, StudyFileError
+from dse.study.files.reader import MISSING, Reader, StudyFileError
 
 ITEM_KEYS = ("shape", "dtype", "b_layout", "weight")
 MODEL_KEYS = ("model", "tokens", "dtype", "b_layout")

@@ -1,0 +1,1 @@
+"""Optuna samplers as dse builds them, and TPE's capped window and kernel."""
