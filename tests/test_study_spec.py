@@ -124,6 +124,9 @@ def test_a_named_strategy_is_the_one_the_file_implies(tmp_path):
     ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\n"
      "strategy: {name: asktell, options: {depth: 2}}\nbudget: {trials: 1}\n",
      r"key 'strategy.options.depth': strategy 'asktell' takes no options"),
+    ("name: x\ntarget: xdna2\nworkload: {shape: 64x64x64, dtype: int8-int8}\n"
+     "strategy: asktell\nsampler: exhaustive\nbudget: {trials: 1}\n",
+     r"strategy 'asktell' asks an Optuna sampler; 'exhaustive' is a strategy"),
 ])
 def test_errors_name_the_file_and_key(tmp_path, text, pattern):
     path = write(tmp_path, text)

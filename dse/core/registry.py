@@ -122,9 +122,14 @@ def family(name: str) -> Family:
     """The target family registered as ``name`` (the name of its search space)."""
     from dse.core.family import Family
 
-    found = load("target family", name)
-    if not isinstance(found, Family) or found.name != name:
-        raise DseError(f"the target family entry point {name!r} must name a dse.core.Family "
+    return _record("target family", name, Family)
+
+
+def _record(kind: str, name: str, cls: type) -> Any:
+    """What ``name`` is registered as for ``kind``, which must be a ``cls`` of that name."""
+    found = load(kind, name)
+    if not isinstance(found, cls) or found.name != name:
+        raise DseError(f"the {kind} entry point {name!r} must name a dse.core.{cls.__name__} "
                        f"called {name!r}, not {found!r}")
     return found
 
@@ -150,11 +155,7 @@ def strategy(name: str) -> Strategy:
     """The search strategy registered as ``name``."""
     from dse.core.strategy import Strategy
 
-    found = load("strategy", name)
-    if not isinstance(found, Strategy) or found.name != name:
-        raise DseError(f"the strategy entry point {name!r} must name a dse.core.Strategy "
-                       f"called {name!r}, not {found!r}")
-    return found
+    return _record("strategy", name, Strategy)
 
 
 def study_pages() -> dict[str, StudyPage]:
@@ -165,11 +166,7 @@ def study_pages() -> dict[str, StudyPage]:
     out = {}
     for name in registered("study page"):
         try:
-            found = load("study page", name)
-            if not isinstance(found, StudyPage) or found.name != name:
-                raise DseError(f"the study page entry point {name!r} must name a "
-                               f"dse.core.StudyPage called {name!r}, not {found!r}")
-            out[name] = found
+            out[name] = _record("study page", name, StudyPage)
         except DseError as exc:
             if name not in _warned:
                 _warned.add(name)
@@ -181,14 +178,8 @@ def fidelity_ranks() -> dict[str, float]:
     """Every registered fidelity's rank by name (higher: more faithful)."""
     from dse.core.fidelity import Fidelity
 
-    out = {}
-    for name in registered("fidelity"):
-        found = load("fidelity", name)
-        if not isinstance(found, Fidelity) or found.name != name:
-            raise DseError(f"the fidelity entry point {name!r} must name a "
-                           f"dse.core.Fidelity called {name!r}, not {found!r}")
-        out[name] = float(found.rank)
-    return out
+    return {name: float(_record("fidelity", name, Fidelity).rank)
+            for name in registered("fidelity")}
 
 
 def search_space_class(name: str) -> type[SearchSpace]:

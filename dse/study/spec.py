@@ -306,6 +306,9 @@ def study_from_dict(raw: Any, source: str = "<study>") -> StudySpec:
         raise StudyFileError(f"{source}: strategy {walk.name!r} "
                              + ("runs a 'ladder': give its rungs" if walk.takes_rungs else
                                 "does not run a 'ladder': drop it or the 'strategy'"))
+    if walk.uses_sampler and sampler.name == EXHAUSTIVE:
+        raise StudyFileError(f"{source}: key 'sampler': strategy {walk.name!r} asks an Optuna "
+                             f"sampler; 'exhaustive' is a strategy (strategy: exhaustive)")
     if "sampler" in data and not walk.uses_sampler and sampler.name != EXHAUSTIVE:
         raise StudyFileError(f"{source}: key 'sampler': strategy {walk.name!r} asks no sampler; "
                              "drop 'sampler'")

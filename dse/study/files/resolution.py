@@ -72,11 +72,7 @@ class Resolution:
         Raises:
             UsageError: an unknown evaluator or option.
         """
-        key = json.dumps([plugin.name, plugin.options], sort_keys=True, default=_text)
+        key = json.dumps([plugin.name, plugin.options], sort_keys=True, default=repr)
         if key not in self._evaluators:
             self._evaluators[key] = build_evaluator(plugin.name, plugin.options)
         return self._evaluators[key]
-
-
-def _text(value: Any) -> str:
-    return repr(value)
