@@ -19,9 +19,6 @@ REMAINING = {
     frozenset({"dse.core.evaluator", "dse.core.space"}):
         "dse.core.space imports EvalContext from dse.core.evaluator (in a function, and for "
         "types), which imports SearchSpace back (for types)",
-    frozenset({"dse.analysis.explore", "dse.analysis.figures"}):
-        "dse.analysis.explore imports balance_point from dse.analysis.figures (in a function), "
-        "which imports the explorer's figures",
 }
 
 

@@ -55,13 +55,20 @@ def trial_points(frame: pd.DataFrame, params: list[str] | tuple[str, ...] = (),
             "hovertemplate": "%{hovertext}<extra></extra>"}
 
 
+def balance_point(best: pd.DataFrame) -> pd.Series | None:
+    """Of the best configurations, the one whose t_comp and t_mem are closest (the balance
+    point the paper's procedure aims for)."""
+    if best.empty or not {"t_comp_s", "t_mem_s"} <= set(best.columns):
+        return None
+    ratio = np.abs(np.log(best["t_comp_s"].astype(float) / best["t_mem_s"].astype(float)))
+    return None if ratio.isna().all() else best.loc[ratio.idxmin()]
+
+
 def balance_point_figure(ok: pd.DataFrame, best: pd.DataFrame,
                          params: list[str] | tuple[str, ...] = ()) -> go.Figure | None:
     """t_comp against t_mem for every trial with the line t_comp = t_mem, compute- and
     memory-bound apart, the best config and the most balanced of the best marked and
     labelled."""
-    from dse.analysis.figures import balance_point
-
     if ok.empty or not {"t_comp_s", "t_mem_s"} <= set(ok.columns):
         return None
     fig = go.Figure()

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.io import to_html
 
 from dse.analysis.explore import (
+    balance_point,
     balance_point_figure,
     contour_figure,
     explorer_figure,
@@ -112,15 +113,6 @@ def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
     Plotly)."""
     return to_html(house_style(fig), full_html=False, include_plotlyjs=include_plotlyjs,
                    config=PLOT_CONFIG)
-
-
-def balance_point(best: pd.DataFrame) -> pd.Series | None:
-    """Of the best configurations, the one whose t_comp and t_mem are closest (the balance
-    point the paper's procedure aims for)."""
-    if best.empty or not {"t_comp_s", "t_mem_s"} <= set(best.columns):
-        return None
-    ratio = np.abs(np.log(best["t_comp_s"].astype(float) / best["t_mem_s"].astype(float)))
-    return None if ratio.isna().all() else best.loc[ratio.idxmin()]
 
 
 def balance_figures(ok: pd.DataFrame, best: pd.DataFrame,
