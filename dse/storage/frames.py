@@ -220,9 +220,10 @@ def best_trials(frame: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     parts = []
     identity = [*WORKLOAD_COLUMNS, *(p for p in frame.attrs.get("params", [])
                                      if p not in WORKLOAD_COLUMNS)]
+    ranks = fidelity_ranks()
     for _, group in ok.groupby(list(WORKLOAD_COLUMNS), sort=False):
         if "fidelity" in group:
-            rank = group["fidelity"].map(fidelity_ranks()).fillna(0)
+            rank = group["fidelity"].map(ranks).fillna(0)
             group = group[rank == rank.max()]
         group = group.drop_duplicates(subset=[c for c in identity if c in group.columns])
         if len(objectives) > 1:

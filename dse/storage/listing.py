@@ -54,9 +54,10 @@ def _best_value(s: Session, study_id: int, metric: str, direction: str) -> float
         m.TrialRow.workload_id, m.EvaluationRow.fidelity, pick(expr)), study_id)
         .where(m.TrialRow.status == "ok")
         .group_by(m.TrialRow.workload_id, m.EvaluationRow.fidelity)).all()
-    faithful: dict[int, tuple[int, float | None]] = {}
+    faithful: dict[int, tuple[float, float | None]] = {}
+    ranks = fidelity_ranks()
     for workload_id, fidelity, value in groups:
-        rank = fidelity_ranks().get(fidelity, 0)
+        rank = ranks.get(fidelity, 0)
         if workload_id not in faithful or rank > faithful[workload_id][0]:
             faithful[workload_id] = (rank, value)
     values = [float(v) for _, v in faithful.values() if v is not None]
