@@ -92,9 +92,11 @@ def measure_sample(spec, ctx, size: int, seed: int) -> pd.DataFrame:
     rows = []
     try:
         for start in range(0, len(chosen), 8):
-            for result in evaluator.evaluate(batch_take(feasible, chosen[start:start + 8]), ctx):
+            part = batch_take(feasible, chosen[start:start + 8])
+            for params, result in zip(ctx.space.decode(part), evaluator.evaluate(part, ctx),
+                                      strict=True):
                 if result.ok:
-                    rows.append({**result.params, "tops": result.metrics["tops"]})
+                    rows.append({**params, "tops": result.metrics["tops"]})
             print(f"  sample: {min(start + 8, len(chosen))}/{len(chosen)} measured", flush=True)
     finally:
         evaluator.close()

@@ -57,7 +57,8 @@ def tune(shape: str, trials: int, seed: int, storage: str) -> dict[str, Any]:
     """The rules' config and the best the tuner finds, both scored by the analytical model."""
     ctx = build_context("ascend-950pr", "bf16", shape)
     model = build_evaluator("analytical")
-    rules = model.evaluate(ctx.space.encode([ctx.space.resolve({})]), ctx)[0]
+    defaults = ctx.space.encode([ctx.space.resolve({})])
+    rules, rules_params = model.evaluate(defaults, ctx)[0], ctx.space.decode(defaults)[0]
     grid = exhaustive(model, ctx, top=1).top
     name = f"rvs-{shape}"
     run_study(study_from_dict({"name": name, "target": "ascend-950pr", "sampler": "tpe",
@@ -68,7 +69,7 @@ def tune(shape: str, trials: int, seed: int, storage: str) -> dict[str, Any]:
     if not best.empty:
         found.append((float(best["tops"].iloc[0]), str(best["branch"].iloc[0])))
     searched_tops, searched_branch = max(found)
-    return {"shape": shape, "rules_branch": rules.params["branch"],
+    return {"shape": shape, "rules_branch": rules_params["branch"],
             "rules_tops": rules.metrics["tops"], "rules_stage": rules.metrics["stage"],
             "searched_tops": searched_tops, "searched_branch": searched_branch,
             "ratio": searched_tops / rules.metrics["tops"]}

@@ -26,7 +26,6 @@ from dse.core import (
     EvalResult,
     Evaluator,
     Status,
-    batch_len,
     batch_take,
     limits,
 )
@@ -57,17 +56,17 @@ class SyntheticEvaluator(Evaluator):
         self._model = AnalyticalEvaluator()
 
     def evaluate_feasible(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
-        self._maybe_die(ctx.space.decode(batch))
+        configs = ctx.space.decode(batch)
+        self._maybe_die(configs)
         results = []
-        for i in range(batch_len(batch)):
+        for i in range(len(configs)):
             start = time.perf_counter()
             result = self._model.evaluate_feasible(batch_take(batch, np.array([i])), ctx)[0]
             _burn(self.work_s)
-            if self._fails(result.params):
-                result = EvalResult(Status.FAILED, result.params,
-                                    reason="synthetic failure (fail_fraction)")
-            results.append(EvalResult(result.status, result.params, result.metrics,
-                                      result.reason, time.perf_counter() - start))
+            if self._fails(configs[i]):
+                result = EvalResult(Status.FAILED, reason="synthetic failure (fail_fraction)")
+            results.append(EvalResult(result.status, result.metrics, result.reason,
+                                      time.perf_counter() - start))
         return results
 
     def _fails(self, params: dict) -> bool:

@@ -74,7 +74,7 @@ def store_window(store: ResultStore, name: str, trials: list[tuple[dict, dict, b
     claim = store.claim_study(name, {"s": name}, StubTarget(), "me:1", 60.0)
     workload_id, _ = store.open_workload(claim.study_id, WORKLOAD)
     pending = [PendingTrial(workload_id, config_key(SPACE, p), p,
-                            EvalResult(Status.OK if metrics else Status.INFEASIBLE, p, metrics,
+                            EvalResult(Status.OK if metrics else Status.INFEASIBLE, metrics,
                                        None if metrics else "too big", 0.5), cached, BY)
                for p, metrics, cached in trials]
     return Window(name, claim.study_id, claim.target_id, SPACE, next_number, pending, None,

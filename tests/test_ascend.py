@@ -344,7 +344,7 @@ def test_one_dma_command_per_k_segment_load_as_the_designs_t_iter():
     b_core = 4096 // ctx.target.cores.cube
     assert one_by_one.metrics["t_cmd_s"] == pytest.approx(
         b_core * ctx.target.overheads.dma_command_s)
-    merged, _ = evaluate("4096x64x128x64")
-    b0 = merged.params["merge_b0"]
+    merged, merged_ctx = evaluate("4096x64x128x64")
+    b0 = merged_ctx.space.resolve({})["merge_b0"]
     assert merged.metrics["t_cmd_s"] == pytest.approx(
         -(-b_core // b0) * ctx.target.overheads.dma_command_s)

@@ -103,10 +103,10 @@ def _window(store: ResultStore, claim, workload_id, configs, results, by=MODEL,
 
 
 def _results(configs) -> list[EvalResult]:
-    ok = [EvalResult(Status.OK, c, {"tops": 10.0 + i, "latency_s": 1.0 / (10 + i),
-                                    "l1_bytes": 1000 - i})
-          for i, c in enumerate(configs[:-1])]
-    return [*ok, EvalResult(Status.INFEASIBLE, configs[-1], reason="micro-tile: m_ct=60")]
+    ok = [EvalResult(Status.OK, {"tops": 10.0 + i, "latency_s": 1.0 / (10 + i),
+                                 "l1_bytes": 1000 - i})
+          for i in range(len(configs) - 1)]
+    return [*ok, EvalResult(Status.INFEASIBLE, reason="micro-tile: m_ct=60")]
 
 
 def test_a_claimed_study_is_leased_and_released(run):
@@ -183,17 +183,17 @@ def test_ladder_rows_and_results_measured_elsewhere(run):
     assert (row["cheaper"], row["dearer"], row["n"], row["spearman"]) == ("analytical", "cpu",
                                                                          3, 1.0)
     body = build_context("xdna2", "int8-int8", "1024x1024x1024").workload.to_dict()
-    measured = [EvalResult(Status.OK, configs[0], {"tops": 5.0, "latency_s": 0.2})]
-    added = store.ingest_results("s", _Evaluator(), [(body, "xdna_gemm", measured[0])],
-                                 {"host": "npu-box"})
+    measured = (body, "xdna_gemm", configs[0], EvalResult(Status.OK, {"tops": 5.0,
+                                                                      "latency_s": 0.2}))
+    added = store.ingest_results("s", _Evaluator(), [measured], {"host": "npu-box"})
     assert added == {"evaluations": 1, "trials": 1, "differ": 0}
-    again = store.ingest_results("s", _Evaluator(), [(body, "xdna_gemm", measured[0])], {})
+    again = store.ingest_results("s", _Evaluator(), [measured], {})
     assert again == {"evaluations": 0, "trials": 0, "differ": 0}
     frame = store.load_trials("s")
     (cpu,) = frame[frame["evaluator"] == "cpu"].to_dict("records")
     assert cpu["tops"] == 5.0 and cpu["host"] == "npu-box" and cpu["number"] == 4
-    store.put_results(load_target("xdna2"), body, "xdna_gemm",
-                      [(_Evaluator(), [EvalResult(Status.OK, configs[1], {"tops": 6.0})])])
+    store.put_results(load_target("xdna2"), body, "xdna_gemm", configs[1:2],
+                      [(_Evaluator(), [EvalResult(Status.OK, {"tops": 6.0})])])
     key = config_key("xdna_gemm", configs[1])
     assert store.stored_results(claim.target_id, workload_id, [key], "cpu",
                                 "9")[key].metrics == {"tops": 6.0}

@@ -22,18 +22,20 @@ OUTCOME_METRICS = ("tops", "macs_per_cycle", "t_comp_s", "t_mem_s", "bound", "st
                    "l1_bytes", "l2_bytes", "r_in")
 
 
-def _result_json(result: EvalResult) -> dict[str, Any]:
+def _result_json(params: dict[str, Any], result: EvalResult) -> dict[str, Any]:
     # Metrics appear both nested and at the top level, so scripts can use either.
-    return {**result.metrics, **result.to_dict()}
+    out = result.to_dict()
+    metrics = out.pop("metrics")
+    return {**result.metrics, **out, "params": params, "metrics": metrics}
 
 
-def _print_result(result: EvalResult) -> None:
+def _print_result(params: dict[str, Any], result: EvalResult) -> None:
     from dse.core.formatting import key_values
 
     print(f"status: {result.status.value}")
     if result.reason:
         print(f"reason: {result.reason}")
-    print("params:\n" + key_values(result.params))
+    print("params:\n" + key_values(params))
     if result.metrics:
         print("metrics:\n" + key_values(result.metrics))
 
@@ -80,15 +82,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"wrote the timeline to {args.trace} (open it in https://ui.perfetto.dev)",
               file=sys.stderr)
     results = evaluator.evaluate(batch, ctx)
+    configs = ctx.space.decode(batch)  # the results are theirs by position
     if args.json:
-        payload: Any = [_result_json(r) for r in results] if args.configs else _result_json(
-            results[0])
-        print(json.dumps(payload, indent=2))
+        payload: Any = [_result_json(p, r) for p, r in zip(configs, results, strict=True)]
+        print(json.dumps(payload if args.configs else payload[0], indent=2))
     else:
-        for i, result in enumerate(results):
+        for i, (params, result) in enumerate(zip(configs, results, strict=True)):
             if len(results) > 1:
                 print(f"--- config {i}")
-            _print_result(result)
+            _print_result(params, result)
     return 0 if all(r.status is Status.OK for r in results) else 1
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from dse.core.errors import DseError, UsageError
-from dse.core.params import ConfigBatch, batch_take
+from dse.core.params import ConfigBatch, batch_len, batch_take
 from dse.core.results import EvalResult, Status
 
 if TYPE_CHECKING:
@@ -92,22 +92,21 @@ class Evaluator(ABC):
 
     @abstractmethod
     def evaluate_feasible(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
-        """One result per config of ``batch`` (same order), every config feasible by the
+        """One result per config of ``batch``, by position (a result holds no parameters: the
+        caller has them), every config feasible by the
         space's rules: ``ok`` with metrics, or ``infeasible`` / ``failed`` / ``timeout`` with a
         reason (an evaluator may have rules of its own, or fail to measure)."""
 
     def evaluate(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
-        """One result per config of ``batch``: those the space's rules refuse are infeasible
-        with every rule they break, the rest go to :meth:`evaluate_feasible`."""
+        """One result per config of ``batch``, by position: those the space's rules refuse
+        are infeasible with every rule they break, the rest go to :meth:`evaluate_feasible`."""
         feasibility = ctx.space.check(batch)
         ok = np.flatnonzero(feasibility.ok)
         if len(ok) == len(feasibility.ok):
             return run_feasible(self, batch, ctx)
-        params = ctx.space.decode(batch)
         results: list[EvalResult | None] = [
-            None if feasibility.ok[i] else EvalResult(Status.INFEASIBLE, p,
-                                                      reason=ctx.space.explain(batch, i))
-            for i, p in enumerate(params)]
+            None if fits else EvalResult(Status.INFEASIBLE, reason=ctx.space.explain(batch, i))
+            for i, fits in enumerate(feasibility.ok)]
         if len(ok):
             for i, result in zip(ok, run_feasible(self, batch_take(batch, ok), ctx),
                                  strict=True):
@@ -150,9 +149,9 @@ def require_fits(evaluator: Evaluator, ctx: EvalContext) -> None:
                          f"configs, not {ctx.space.name} ones (target {ctx.target.name})")
 
 
-def failed_results(batch: ConfigBatch, ctx: EvalContext, error: str) -> list[EvalResult]:
+def failed_results(batch: ConfigBatch, error: str) -> list[EvalResult]:
     """A failed result with reason ``error`` for every config of ``batch``."""
-    return [EvalResult(Status.FAILED, p, reason=error) for p in ctx.space.decode(batch)]
+    return [EvalResult(Status.FAILED, reason=error)] * batch_len(batch)
 
 
 def run_feasible(evaluator: Evaluator, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
@@ -163,9 +162,9 @@ def run_feasible(evaluator: Evaluator, batch: ConfigBatch, ctx: EvalContext) -> 
     try:
         return evaluator.evaluate_feasible(batch, ctx)
     except EvaluationFailed as exc:  # its message is the reason
-        return failed_results(batch, ctx, str(exc))
+        return failed_results(batch, str(exc))
     except evaluator.expected_errors as exc:
-        return failed_results(batch, ctx, f"{type(exc).__name__}: {exc}")
+        return failed_results(batch, f"{type(exc).__name__}: {exc}")
     except DseError:
         raise
     except Exception as exc:
@@ -179,8 +178,9 @@ def score_batch(evaluator: Evaluator, batch: ConfigBatch,
     if evaluator.capabilities.score:
         return evaluator.score(batch, ctx)
     results = run_feasible(evaluator, batch, ctx)
-    failed = [r for r in results if not r.ok]
+    failed = [i for i, r in enumerate(results) if not r.ok]
     if failed:
-        raise UsageError(f"evaluator {evaluator.name!r} failed on {failed[0].params}: "
-                         f"{failed[0].reason}")
+        config = ctx.space.decode(batch_take(batch, np.array(failed[:1])))[0]
+        raise UsageError(f"evaluator {evaluator.name!r} failed on {config}: "
+                         f"{results[failed[0]].reason}")
     return {name: np.array([r.metrics[name] for r in results]) for name in results[0].metrics}

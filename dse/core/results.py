@@ -20,7 +20,11 @@ class Status(StrEnum):
 
 @dataclass(frozen=True)
 class EvalResult:
-    """One configuration's outcome: its resolved parameters, metrics, and why it is not ok.
+    """One configuration's outcome: its metrics, and why it is not ok.
+
+    Results are positional: an evaluator returns one per config of the batch it was given, in
+    the batch's order, and whoever holds the configs (the study's runner, the store) pairs
+    them; a result never carries its parameters.
 
     Metric names are shared by every evaluator: ``tops``, ``latency_s``, ``t_comp_s``,
     ``t_mem_s``, ``bound``, ``balance``, ``macs_per_cycle``, ``l1_bytes``, ``l2_bytes``,
@@ -28,7 +32,6 @@ class EvalResult:
     """
 
     status: Status
-    params: dict[str, Any]
     metrics: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
     elapsed_s: float = 0.0
@@ -41,7 +44,6 @@ class EvalResult:
         out: dict[str, Any] = {"status": self.status.value}
         if self.reason is not None:
             out["reason"] = self.reason
-        out["params"] = dict(self.params)
         out["metrics"] = dict(self.metrics)
         return out
 

@@ -32,9 +32,10 @@ POSITIVE_METRICS = ("tops", "latency_s")  # what ranking and calibration read
 
 @dataclass
 class _Record:
-    """One checked record: its context and its result."""
+    """One checked record: its context, its config's parameters and its result."""
 
     ctx: EvalContext
+    params: dict[str, Any]
     result: EvalResult
 
 
@@ -91,11 +92,11 @@ class _Checker:
                                  "results; keep one of them")
             return None
         self.seen[key] = (where, entry)
-        result = self._result(entry, params, where)
+        result = self._result(entry, where)
         if result.ok and result.metrics.get("tops") is None \
                 and result.metrics.get("latency_s") is not None:
             result.metrics["tops"] = 2.0 * ctx.workload.macs / result.metrics["latency_s"] / 1e12
-        return _Record(ctx, result)
+        return _Record(ctx, params, result)
 
     def _context(self, workload: Any) -> Any:
         key = canonical_key(workload.to_dict())
@@ -128,7 +129,7 @@ class _Checker:
         except DseError as exc:
             raise UsageError(f"{where}: {exc}") from None
 
-    def _result(self, entry: Mapping[str, Any], params: dict[str, Any], where: str) -> EvalResult:
+    def _result(self, entry: Mapping[str, Any], where: str) -> EvalResult:
         status = entry["status"]
         if status not in STATUSES:
             raise UsageError(f"{where}: unknown status {status!r}; valid: {', '.join(STATUSES)}")
@@ -137,7 +138,7 @@ class _Checker:
                 raise UsageError(f"{where}: evaluator {self.evaluator.name!r} does not read raw "
                                  "tool output")
             try:
-                result = self.evaluator.offline_result({**entry, "params": params})
+                result = self.evaluator.offline_result(entry)
             except (KeyError, TypeError, ValueError) as exc:
                 raise UsageError(f"{where}: raw output unreadable: {exc!r}") from None
         else:
@@ -146,7 +147,7 @@ class _Checker:
             if isinstance(elapsed, bool) or not isinstance(elapsed, int | float):
                 raise UsageError(f"{where}: elapsed_s must be a number, got {elapsed!r}")
             reason = entry.get("reason")
-            result = EvalResult(Status(status), params, metrics,
+            result = EvalResult(Status(status), metrics,
                                 None if reason is None else str(reason), float(elapsed))
         check_result(result, where)
         _check_metrics(result, where)
@@ -205,7 +206,8 @@ def ingest(store: ResultStore, path: str | Path, data: dict[str, Any] | None = N
     provenance = data.get("provenance") if isinstance(data.get("provenance"), dict) else {}
     added = store.ingest_results(
         data["study"], evaluator,
-        [(r.ctx.workload.to_dict(), r.ctx.space.name, r.result) for r in records], provenance)
+        [(r.ctx.workload.to_dict(), r.ctx.space.name, r.params, r.result) for r in records],
+        provenance)
     if added["trials"]:  # the frame kept when the study's run ended is stale now
         store.keep_frame(data["study"])
     return {"results": len(data["results"]), **added}

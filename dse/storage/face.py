@@ -94,12 +94,15 @@ class StoreFace(Protocol):
 
     # -- results measured outside a run -------------------------------------------------------
     def put_results(self, target: Any, workload_body: Mapping[str, Any], space: str,
+                    configs: Sequence[Mapping[str, Any]],
                     runs: Sequence[tuple[Any, Sequence[EvalResult]]]) -> None:
-        """Store results outside any study (``runs``: an evaluator and its results)."""
+        """Store results outside any study (``runs``: an evaluator and its results, one per
+        config of ``configs`` by position)."""
         ...
 
     def ingest_results(self, study: str, evaluator: Any,
-                       records: Sequence[tuple[Mapping[str, Any], str, EvalResult]],
+                       records: Sequence[tuple[Mapping[str, Any], str, Mapping[str, Any],
+                                               EvalResult]],
                        provenance: Mapping[str, Any]) -> dict[str, int]:
         """Store results measured elsewhere as evaluations and trials of the study; how many
         evaluations and trials were new and how many differ in status from stored ones."""

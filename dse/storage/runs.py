@@ -146,8 +146,7 @@ class RunWrites:
 
     def stored_results(self, target_id: int, workload_id: int, keys: Sequence[str],
                        evaluator: str, version: str) -> dict[str, EvalResult]:
-        """Stored results of these configs by this evaluator version, by config key (their
-        parameters left empty: the caller has them).
+        """Stored results of these configs by this evaluator version, by config key.
 
         The configs' ids are read first, then their evaluations by id: joined in one
         statement, SQLite (no statistics) read every evaluation of the workload for each
@@ -160,7 +159,7 @@ class RunWrites:
                             ("config_id", "status", "metrics", "reason", "elapsed_s"),
                             {"target_id": target_id, "workload_id": workload_id,
                              "evaluator": evaluator, "version": version}, list(ids.values()))
-            return {of_config[cid]: EvalResult(Status(status), {}, _document(metrics), reason,
+            return {of_config[cid]: EvalResult(Status(status), _document(metrics), reason,
                                                elapsed_s)
                     for cid, status, metrics, reason, elapsed_s in found}
 
@@ -197,25 +196,29 @@ class RunWrites:
                 "cheaper": cheaper, "dearer": dearer, "n": n, "top_k": top_k,
                 "created_at": now(), **values}])
 
-    def put_results(self, target: Any, workload_body: Mapping[str, Any],
-                    space: str, runs: Sequence[tuple[Any, Sequence[EvalResult]]]) -> None:
+    def put_results(self, target: Any, workload_body: Mapping[str, Any], space: str,
+                    configs: Sequence[Mapping[str, Any]],
+                    runs: Sequence[tuple[Any, Sequence[EvalResult]]]) -> None:
         """Store results outside any study (each evaluator's, so studies are later served
-        from them): ``runs`` pairs an evaluator with its results on one workload."""
+        from them): ``runs`` pairs an evaluator with its results on one workload, one per
+        config of ``configs`` by position."""
         host, created = socket.gethostname(), now()
         with self.session() as s:
             target_id = rows.target_id(s, target.digest(), target.name, target.to_dict())
             workload_id = rows.workload_id(s, {**workload_body, "space": space})
+            ids = rows.config_ids(s, space, list(configs))
             for evaluator, results in runs:
-                ids = rows.config_ids(s, space, [r.params for r in results])
                 rows.put_evaluations(s, [
                     evaluation_row(target_id, workload_id, cid, Measured.of(evaluator), r,
                                    host, {}, created)
                     for cid, r in zip(ids, results, strict=True)])
 
     def ingest_results(self, study: str, evaluator: Any,
-                       records: Sequence[tuple[Mapping[str, Any], str, EvalResult]],
+                       records: Sequence[tuple[Mapping[str, Any], str, Mapping[str, Any],
+                                               EvalResult]],
                        provenance: Mapping[str, Any]) -> dict[str, int]:
-        """Store results measured elsewhere (``records``: workload body, space, result) as
+        """Store results measured elsewhere (``records``: workload body, space, the config's
+        parameters, its result) as
         evaluations of ``evaluator`` on the study's own target constants and as trials of the
         study, all in one transaction; a stored result is never replaced. Returns how many
         evaluations and trials were new and how many results differ in status from the
@@ -231,20 +234,19 @@ class RunWrites:
                       .values(name=m.StudyRow.name))
             row = rows.require_study(s, study, self._where)
             target_id = row.target_id  # the study's constants, even if its file changed since
-            for body, space, result in records:
+            for body, space, params, result in records:
                 workload_id = rows.workload_id(s, {**body, "space": space})
-                (config_id,) = rows.config_ids(s, space, [result.params])
+                (config_id,) = rows.config_ids(s, space, [params])
                 before = rows.find_evaluations(s, target_id, workload_id, [config_id],
                                                by.name, by.version)
-                measured = EvalResult(result.status, result.params,
-                                      {**result.metrics, **provenance}, result.reason,
-                                      result.elapsed_s)
+                measured = EvalResult(result.status, {**result.metrics, **provenance},
+                                      result.reason, result.elapsed_s)
                 rows.put_evaluations(s, [evaluation_row(target_id, workload_id, config_id, by,
                                                         measured, host, provenance, now())])
                 added["evaluations"] += not before
                 added["differ"] += bool(before) and \
                     before[config_id].status != result.status.value
-                key = config_key(space, result.params)
+                key = config_key(space, params)
                 if key in rows.trialled_keys(s, row.id, workload_id, by.name):
                     continue
                 stored = rows.find_evaluations(s, target_id, workload_id, [config_id], by.name,

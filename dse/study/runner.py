@@ -329,10 +329,8 @@ class StudyRunner:
         measured = Measured.of(evaluator)
         recorded = {k: self._rules.measured(evaluator) if own else measured
                     for k, own in zip(todo, by_rules, strict=True)}
-        params = [dict(c) for c in configs]  # one copy, the result's and the record's
-        out = [EvalResult(known[k].status, p, known[k].metrics, known[k].reason,
-                          known[k].elapsed_s) for k, p in zip(keys, params, strict=True)]
-        self.recorder.add(run.workload_id, keys, params, out, cached,
+        out = [known[k] for k in keys]  # by position: the configs are the caller's
+        self.recorder.add(run.workload_id, keys, [dict(c) for c in configs], out, cached,
                           [recorded.get(k, measured) for k in keys],
                           commit=commit)
         self._count(run, out, cached, repeated, len(todo), stage)
@@ -351,8 +349,7 @@ class StudyRunner:
             for j, i in enumerate(fresh):
                 if refusals.reason[i]:
                     by_rules[j] = refusals.own[i]
-                    out[j] = EvalResult(Status.INFEASIBLE, dict(configs[i]),
-                                        reason=refusals.reason[i])
+                    out[j] = EvalResult(Status.INFEASIBLE, reason=refusals.reason[i])
         runnable = [j for j, r in enumerate(out) if r is None]
         if runnable:
             sub = batch_take(batch, fresh[runnable])

@@ -16,6 +16,7 @@ from dse.core import (
     Evaluator,
     Status,
     UsageError,
+    batch_len,
     metrics_row,
 )
 from dse.core.registry import analytical_spaces, family
@@ -58,8 +59,8 @@ class AnalyticalEvaluator(Evaluator):
 
     def evaluate_feasible(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
         start = time.perf_counter()
-        params = ctx.space.decode(batch)
-        metrics = self.score(batch, ctx) if params else {}
-        per_config = (time.perf_counter() - start) / max(len(params), 1)
-        return [EvalResult(Status.OK, p, metrics_row(metrics, i), elapsed_s=per_config)
-                for i, p in enumerate(params)]
+        n = batch_len(batch)
+        metrics = self.score(batch, ctx) if n else {}
+        per_config = (time.perf_counter() - start) / max(n, 1)
+        return [EvalResult(Status.OK, metrics_row(metrics, i), elapsed_s=per_config)
+                for i in range(n)]

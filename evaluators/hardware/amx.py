@@ -131,8 +131,8 @@ class AmxEvaluator(Evaluator):
         sources = [kernel_source(params[i], dtype, ctx.workload.b_layout, self.emulate)
                    for i in runnable]
         measured = iter(self.measure_sources([params[i] for i in runnable], sources, ctx))
-        return [EvalResult(Status.FAILED, p, reason=problem) if problem else next(measured)
-                for p, problem in zip(params, problems, strict=True)]
+        return [EvalResult(Status.FAILED, reason=problem) if problem else next(measured)
+                for problem in problems]
 
     def measure_sources(self, params: list[dict[str, Any]], sources: list[str],
                         ctx: EvalContext) -> list[EvalResult]:
@@ -146,7 +146,7 @@ class AmxEvaluator(Evaluator):
         results = []
         for p, built in zip(params, builds, strict=True):
             if built.library is None:
-                results.append(EvalResult(Status.FAILED, p, dict(provenance), reason=built.error))
+                results.append(EvalResult(Status.FAILED, dict(provenance), reason=built.error))
                 continue
             job = {"library_path": str(built.library), "dtype": w.dtype.name, "M": w.M,
                    "N": w.N, "K": w.K, "seed": self.seed, "threads": int(p["threads"]),
@@ -156,7 +156,7 @@ class AmxEvaluator(Evaluator):
             metrics: dict[str, Any] = {**provenance, "times_s": m.times,
                                        "compile_s": built.seconds}
             if m.status is not Status.OK:
-                results.append(EvalResult(m.status, p, metrics, reason=m.reason,
+                results.append(EvalResult(m.status, metrics, reason=m.reason,
                                           elapsed_s=sum(m.times)))
                 continue
             tops = 2.0 * w.M * w.N * w.K / m.median / 1e12
@@ -164,7 +164,7 @@ class AmxEvaluator(Evaluator):
                             "repeats": len(m.times)})
             if probe:
                 metrics.update({"probe_tops": probe / 1e12, "efficiency": tops * 1e12 / probe})
-            results.append(EvalResult(Status.OK, p, metrics, elapsed_s=sum(m.times)))
+            results.append(EvalResult(Status.OK, metrics, elapsed_s=sum(m.times)))
         return results
 
     def close(self) -> None:

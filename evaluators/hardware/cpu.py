@@ -73,10 +73,10 @@ class CpuEvaluator(Evaluator):
             m = measure(self._get_worker(), "evaluators.hardware.cpu_kernel:run", job,
                         self.settings, self.device)
             if m.status is not Status.OK:
-                results.append(EvalResult(m.status, params, {"times_s": m.times, **provenance},
+                results.append(EvalResult(m.status, {"times_s": m.times, **provenance},
                                           reason=m.reason, elapsed_s=sum(m.times)))
                 continue
-            results.append(EvalResult(Status.OK, params, {
+            results.append(EvalResult(Status.OK, {
                 "tops": 2.0 * w.M * w.K * w.N / m.median / 1e12, "latency_s": m.median,
                 "spread": m.spread, "repeats": len(m.times), "times_s": m.times,
                 "pid": os.getpid(), **provenance}, elapsed_s=sum(m.times)))

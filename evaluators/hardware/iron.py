@@ -192,8 +192,7 @@ class IronEvaluator(Evaluator):
         """A runner's raw output (what the tools printed) as a result."""
         status, seconds, reason = parse_output(entry["output"], entry["returncode"], self.flow)
         metrics = {"latency_s": seconds} if seconds else {}
-        return EvalResult(status, dict(entry["params"]), metrics, reason,
-                          entry.get("elapsed_s", 0.0))
+        return EvalResult(status, metrics, reason, entry.get("elapsed_s", 0.0))
 
     def plan(self, params: Mapping[str, Any], ctx: EvalContext) -> Commands | str:
         """The commands for a config, or why the stock design cannot run it."""
@@ -211,7 +210,7 @@ class IronEvaluator(Evaluator):
         for params in ctx.space.decode(batch):
             plan = self.plan(params, ctx)
             if isinstance(plan, str):
-                results.append(EvalResult(Status.INFEASIBLE, params, reason=plan))
+                results.append(EvalResult(Status.INFEASIBLE, reason=plan))
                 continue
             start = time.perf_counter()
             with device_lock(self.device):
@@ -221,8 +220,7 @@ class IronEvaluator(Evaluator):
             if seconds is not None and status is Status.OK:
                 metrics.update({"latency_s": seconds,
                                 "tops": 2.0 * ctx.workload.macs / seconds / 1e12})
-            results.append(EvalResult(status, params, metrics, reason,
-                                      time.perf_counter() - start))
+            results.append(EvalResult(status, metrics, reason, time.perf_counter() - start))
         return results
 
 

@@ -126,16 +126,16 @@ class TritonEvaluator(Evaluator):
         results = []
         for params, outcome in zip(configs, checked, strict=True):
             if outcome["status"] != "ok":
-                results.append(EvalResult(Status(outcome["status"]), params,
+                results.append(EvalResult(Status(outcome["status"]),
                                           reason=outcome["reason"]))
                 continue
             m = measure(self._get_worker(), f"{KERNEL}:run",
                         job_of(params, ctx, self.seed, self.loads), self.settings, self.device)
             if m.status is not Status.OK:
-                results.append(EvalResult(m.status, params, {"times_s": m.times},
+                results.append(EvalResult(m.status, {"times_s": m.times},
                                           reason=m.reason, elapsed_s=sum(m.times)))
                 continue
-            results.append(EvalResult(Status.OK, params, {
+            results.append(EvalResult(Status.OK, {
                 "tops": 2.0 * ctx.workload.macs / m.median / 1e12, "latency_s": m.median,
                 "spread": m.spread, "repeats": len(m.times), "times_s": m.times,
                 "torch_tflops": self._torch_tflops(ctx),

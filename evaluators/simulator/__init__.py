@@ -22,6 +22,7 @@ from dse.core import (
     EvalResult,
     Evaluator,
     Status,
+    batch_len,
     batch_take,
     metrics_row,
 )
@@ -105,10 +106,10 @@ class SimulatorEvaluator(Evaluator):
 
     def evaluate_feasible(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
         results = []
-        for i, p in enumerate(ctx.space.decode(batch)):
+        for i in range(batch_len(batch)):
             start = time.perf_counter()
             metrics = self.simulate(batch_take(batch, np.array([i])), ctx)
-            results.append(EvalResult(Status.OK, p, metrics,
+            results.append(EvalResult(Status.OK, metrics,
                                       elapsed_s=time.perf_counter() - start))
         return results
 

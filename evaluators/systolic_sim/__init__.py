@@ -29,6 +29,7 @@ from dse.core import (
     Evaluator,
     Status,
     UsageError,
+    batch_len,
     batch_take,
     metrics_row,
 )
@@ -142,16 +143,16 @@ class SystolicSimEvaluator(Evaluator):
 
     def evaluate_feasible(self, batch: ConfigBatch, ctx: EvalContext) -> list[EvalResult]:
         results = []
-        for i, params in enumerate(ctx.space.decode(batch)):
+        for i in range(batch_len(batch)):
             start = time.perf_counter()
             try:
                 metrics = sim_metrics(batch_take(batch, np.array([i])), ctx.target,
                                       ctx.workload)
             except (TooSlow, UsageError) as exc:  # what SCALE-Sim's model cannot represent
-                results.append(EvalResult(Status.INFEASIBLE, params, reason=str(exc),
+                results.append(EvalResult(Status.INFEASIBLE, reason=str(exc),
                                           elapsed_s=time.perf_counter() - start))
                 continue
-            results.append(EvalResult(Status.OK, params, metrics,
+            results.append(EvalResult(Status.OK, metrics,
                                       elapsed_s=time.perf_counter() - start))
         return results
 

@@ -63,15 +63,16 @@ def compare(ctx: EvalContext, samples: int = 50, seed: int = 0,
     rng = np.random.default_rng(seed)
     chosen = batch_take(batch, np.sort(rng.choice(ok, size=min(samples, len(ok)),
                                                   replace=False)))
+    configs = ctx.space.decode(chosen)
     models, sims = model_ev.evaluate(chosen, ctx), sim_ev.evaluate(chosen, ctx)
     if store is not None:  # stored outside any study: later studies are served from them
         sink = store() if callable(store) else store
-        sink.put_results(ctx.target, ctx.workload.to_dict(), ctx.space.name,
+        sink.put_results(ctx.target, ctx.workload.to_dict(), ctx.space.name, configs,
                          [(model_ev, models), (sim_ev, sims)])
     rows = []
-    for model, sim in zip(models, sims, strict=True):
+    for params, model, sim in zip(configs, models, sims, strict=True):
         mt, st = model.metrics["tops"], sim.metrics["tops"]
-        rows.append({**model.params, "analytical_tops": mt, "simulator_tops": st,
+        rows.append({**params, "analytical_tops": mt, "simulator_tops": st,
                      "difference": st / mt - 1, "analytical_bound": model.metrics["bound"],
                      "simulator_bound": sim.metrics["bound"],
                      "reason": why_they_differ(model.metrics, sim.metrics)})
