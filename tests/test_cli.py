@@ -160,8 +160,8 @@ def test_search_paper_strategy_shows_steps(capsys):
     assert code == 2 and "--start expects" in err
 
 
-def test_the_balance_procedures_options_are_the_spaces(capsys):
-    # dse search knows none of them: the XDNA space declares --start, --k-mt and --patience
+def test_the_balance_procedures_options_are_the_familys(capsys):
+    # dse search knows none: the XDNA family's procedure declares --start, --k-mt, --patience
     problem = ("search", "--target", "xdna", "--dtype", "bf16-bf16", "--shape", "512x512x512")
     code, out, _ = run(capsys, *problem, "--procedure-help")
     assert code == 0 and all(flag in out for flag in ("--start", "--k-mt", "--patience"))
@@ -169,7 +169,7 @@ def test_the_balance_procedures_options_are_the_spaces(capsys):
     assert code == 2 and "(did you mean '--patience'?)" in err
     code, _, err = run(capsys, *problem, "--patience", "2")
     assert code == 2 and "--patience: options of the balance procedure" in err
-    # a space without a procedure takes none
+    # a family without a procedure takes none
     code, out, _ = run(capsys, "search", "--target", "h100", "--dtype", "bf16-bf16",
                        "--shape", "512x512x512", "--procedure-help")
     assert code == 0 and "--start" not in out

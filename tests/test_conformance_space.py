@@ -18,6 +18,7 @@ from dse.core import (
     build_evaluator,
     dotted_value,
     families,
+    family,
     registered,
 )
 from tests.conformance import FAMILIES, example_context, sample_configs
@@ -141,11 +142,14 @@ def test_what_if_knobs_edit_the_target(ctx):
 
 def test_the_balance_procedure_walks_or_is_refused(ctx):
     model = build_evaluator("analytical")
-    if not ctx.space.has_balance_procedure:
+    own = family(ctx.space.name)
+    if own.balance is None:
         with pytest.raises(UsageError, match="no balance procedure"):
-            ctx.space.balance_procedure(model)
+            own.walk_to_balance(model, ctx)
         return
-    outcome = ctx.space.balance_procedure(model)
+    with pytest.raises(UsageError, match="has no option 'stride'"):
+        own.walk_to_balance(model, ctx, stride=2)
+    outcome = own.walk_to_balance(model, ctx)
     assert isinstance(outcome, SearchOutcome) and outcome.steps and outcome.top
     assert all(math.isfinite(step["tops"]) for step in outcome.steps)
 

@@ -1,11 +1,10 @@
-"""No import cycle in dse/: the graph of its modules (grimp's, which import-linter reads) has no
+"""No import cycle in dse/ nor in the families' packages (evaluators/, search_spaces/,
+families/): the graph of their modules (grimp's, which import-linter reads) has no
 strongly connected component of more than one module.
 
 Every import is an edge: at the top of a module, inside a function (a deferred import only
 hides a cycle from the interpreter) and under ``TYPE_CHECKING``. A cycle found is printed with
-each of its imports and their lines. Cycles outside dse/storage that remain to be broken are
-listed in ``REMAINING``: the whole-package test is expected to fail until they are gone, and no
-cycle may appear outside them.
+each of its imports and their lines.
 """
 
 from __future__ import annotations
@@ -13,18 +12,10 @@ from __future__ import annotations
 import grimp
 import pytest
 
-# Cycles known to remain, outside dse/storage (each a set of modules that import each other),
-# with the imports that close them.
-REMAINING = {
-    frozenset({"dse.core.evaluator", "dse.core.space"}):
-        "dse.core.space imports EvalContext from dse.core.evaluator (in a function, and for "
-        "types), which imports SearchSpace back (for types)",
-}
-
 
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
-    return grimp.build_graph("dse", cache_dir=None)
+    return grimp.build_graph("dse", "evaluators", "search_spaces", "families", cache_dir=None)
 
 
 def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -100,19 +91,6 @@ def test_the_search_finds_a_cycle_hidden_in_a_function():
     assert import_cycles(graph) == [["p.a", "p.b"]]
 
 
-def test_no_import_cycle_in_the_store(graph):
-    cycles = [c for c in import_cycles(graph) if any(m.startswith("dse.storage") for m in c)]
-    assert cycles == [], "\n".join(describe(graph, c) for c in cycles)
-
-
-def test_no_import_cycle_but_those_known_to_remain(graph):
-    new = [c for c in import_cycles(graph) if not any(set(c) <= known for known in REMAINING)]
-    assert new == [], "\n".join(describe(graph, c) for c in new)
-
-
-@pytest.mark.xfail(strict=True, reason="cycles outside dse/storage remain: "
-                   + "; ".join(REMAINING.values())
-                   + " (drop them from REMAINING, and this mark, once broken)")
-def test_no_import_cycle_in_dse(graph):
+def test_no_import_cycle(graph):
     cycles = import_cycles(graph)
     assert cycles == [], "\n".join(describe(graph, c) for c in cycles)

@@ -16,7 +16,7 @@ from typing import Any
 
 from dse.core.errors import UsageError
 from dse.core.evaluator import EvalContext, Evaluator
-from dse.core.registry import build_context, build_evaluator
+from dse.core.registry import build_context, build_evaluator, family
 from dse.storage.frames import best_trials
 from dse.storage.store import ResultStore
 from dse.study.strategies.search import exhaustive
@@ -56,10 +56,11 @@ def _what_if(ctx: EvalContext, evaluator: Evaluator) -> list[dict[str, Any]]:
 def _balance_path(ctx: EvalContext, model: Evaluator) -> dict[str, Any]:
     """The family's balance procedure as report entries (``paper_*``), or why it could not
     run; nothing for a family without one."""
-    if not ctx.space.has_balance_procedure:
+    own = family(ctx.space.name)
+    if own.balance is None:
         return {}
     try:
-        walk = ctx.space.balance_procedure(model)
+        walk = own.walk_to_balance(model, ctx)
     except UsageError as exc:  # the rest of the report stands without the procedure
         return {"paper_unavailable": str(exc)}
     describe = ctx.space.describe

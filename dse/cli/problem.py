@@ -14,6 +14,7 @@ from dse.core.errors import UsageError, read_json
 from dse.core.suggest import did_you_mean
 
 if TYPE_CHECKING:
+    from dse.core.family import Family
     from dse.core.outcome import SearchOutcome
     from dse.core.results import EvalResult
     from dse.core.space import SearchSpace
@@ -171,12 +172,12 @@ class ProcedureParser(argparse.ArgumentParser):
         return {k: v for k, v in vars(parsed).items() if v is not None}
 
 
-def procedure_parser(space: Any) -> ProcedureParser:
-    """A parser of the options ``space``'s balance procedure declares
+def procedure_parser(family: Family) -> ProcedureParser:
+    """A parser of the options ``family``'s balance procedure declares
     (:class:`dse.core.ProcedureOption`)."""
-    parser = ProcedureParser(prog=f"dse search --strategy paper (the {space.name} space)",
+    parser = ProcedureParser(prog=f"dse search --strategy paper (the {family.name} space)",
                              add_help=False, allow_abbrev=False, exit_on_error=False)
-    for option in space.balance_options:
+    for option in family.balance_options:
         parser.add_argument(option.flag, dest=option.keyword, type=option.parse,
                             metavar=option.metavar, help=option.help)
     return parser
@@ -186,11 +187,12 @@ def cmd_search(args: argparse.Namespace) -> int:
     """``dse search``: the exhaustive search or the family's balance procedure (``paper``) over
     one GEMM's space; prints the best configurations (or JSON), 1 when none is feasible."""
     from dse.core.evaluator import require_fits
-    from dse.core.registry import build_context, build_evaluator
+    from dse.core.registry import build_context, build_evaluator, family
     from dse.study.strategies.search import exhaustive
 
     ctx = build_context(args.target, args.dtype, args.shape, args.b_layout, args.constraint)
-    procedure = procedure_parser(ctx.space)
+    own = family(ctx.space.name)
+    procedure = procedure_parser(own)
     if args.procedure_help:
         print(procedure.format_help())
         return 0
@@ -201,10 +203,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.strategy == "paper":
         if args.free:
             raise UsageError("--free applies to --strategy exhaustive only")
-        outcome = ctx.space.balance_procedure(evaluator, fix=fix, **given)
+        outcome = own.walk_to_balance(evaluator, ctx, fix=fix, **given)
     else:
         if given:
-            flags = [o.flag for o in ctx.space.balance_options if o.keyword in given]
+            flags = [o.flag for o in own.balance_options if o.keyword in given]
             raise UsageError(f"{', '.join(flags)}: options of the balance procedure, for "
                              "--strategy paper only")
         free = args.free

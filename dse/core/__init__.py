@@ -23,7 +23,7 @@ _EXPORTS: dict[str, str] = {
                      "Param", "Rule", "batch_concat", "batch_from_dicts", "batch_len",
                      "batch_take", "batch_to_dicts"), "params"),
     **dict.fromkeys(("COMMON_TIME_PARTS", "Breakdown", "Calibratable", "OptunaEncoding",
-                     "ProcedureOption", "SearchSpace", "require_dtype"), "space"),
+                     "SearchSpace", "require_dtype"), "space"),
     **dict.fromkeys(("ZERO_OK", "Target", "TargetConstants", "build_section", "check_dtypes",
                      "check_keys", "digest_of", "dotted_value", "family_sections",
                      "rewrite_toml", "scalar", "with_dotted"), "target"),
@@ -32,7 +32,7 @@ _EXPORTS: dict[str, str] = {
                      "run_feasible", "score_batch"), "evaluator"),
     **dict.fromkeys(("Candidate", "SearchOutcome"), "outcome"),
     **dict.fromkeys(("Nodes", "ProductTree", "SearchTree", "cross", "product"), "tree"),
-    **dict.fromkeys(("Family", "Model"), "family"),
+    **dict.fromkeys(("BalanceProcedure", "Family", "Model", "ProcedureOption"), "family"),
     "Strategy": "strategy",
     "Fidelity": "fidelity",
     **dict.fromkeys(("PageData", "StudyPage"), "page"),
@@ -74,7 +74,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         run_feasible,
         score_batch,
     )
-    from dse.core.family import Family, Model
+    from dse.core.family import BalanceProcedure, Family, Model, ProcedureOption
     from dse.core.fidelity import Fidelity
     from dse.core.formatting import fmt, key_values, table
     from dse.core.outcome import Candidate, SearchOutcome
@@ -120,7 +120,6 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         Breakdown,
         Calibratable,
         OptunaEncoding,
-        ProcedureOption,
         SearchSpace,
         require_dtype,
     )

@@ -1,6 +1,8 @@
 """The search space contract: parameters, rules, enumeration, Optuna encoding and the family's
 own tables (what names a config, the balance plots' axes, what-if knobs, calibratable
-constants, the tie order).
+constants, the tie order). A walk to the balance point that a family has of its own is the
+family's (:class:`dse.core.family.BalanceProcedure`): it takes an evaluator, which scores a
+space's configs, so the space knows nothing of evaluators.
 
 A family subclasses :class:`SearchSpace`; its constructor takes ``(target, workload,
 extra_constraints=())``. Everything the core asks of a space is a method or class attribute
@@ -33,8 +35,6 @@ from dse.core.params import (
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
 
-    from dse.core.evaluator import EvalContext, Evaluator
-    from dse.core.outcome import SearchOutcome
     from dse.core.target import Target
     from dse.core.tree import SearchTree
     from dse.core.workload import Workload
@@ -59,20 +59,6 @@ class OptunaEncoding(Protocol):
 
     def decode(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
         """The full config of one sampled point."""
-
-
-@dataclass(frozen=True)
-class ProcedureOption:
-    """An option of a family's balance procedure, as ``dse search --strategy paper`` takes it:
-    its ``flag`` (``--k-mt``), the ``keyword`` it is passed to :meth:`SearchSpace.balance_procedure`
-    as, how its text is read (``parse``: raise ``argparse.ArgumentTypeError`` or
-    :class:`UsageError` with what is wrong), its ``help`` and ``metavar``."""
-
-    flag: str
-    keyword: str
-    parse: Callable[[str], Any]
-    help: str
-    metavar: str = "N"
 
 
 @dataclass(frozen=True)
@@ -135,10 +121,6 @@ class SearchSpace(ABC):
     # metrics of the family's models a study may optimise beyond dse's standard ones, with
     # the direction each is optimised in by default ("maximize" or "minimize")
     objective_metrics: ClassVar[Mapping[str, str]] = {}
-    # whether balance_procedure walks to a balance point (dse search --strategy paper), and
-    # the options it takes there (dse search builds them; given ones become its keywords)
-    has_balance_procedure: ClassVar[bool] = False
-    balance_options: ClassVar[tuple[ProcedureOption, ...]] = ()
 
     target: Target
     workload: Workload
@@ -208,19 +190,6 @@ class SearchSpace(ABC):
         bandwidth, on-chip memory, clock): none by default."""
         return {}
 
-    def balance_procedure(self, evaluator: Evaluator, fix: Mapping[str, Any] | None = None,
-                          **options: Any) -> SearchOutcome:
-        """The family's own walk to the balance point (``dse search --strategy paper`` and the
-        path ``dse balance`` shows), scored by ``evaluator``, with ``fix`` pinning parameters.
-
-        ``options`` are those the user gave (``dse search``'s ``start``, ``k_mt_target``,
-        ``patience``); a family refuses one it does not know with a :class:`UsageError`.
-        ``outcome.top`` holds the balanced config; ``outcome.steps`` one dict per step: the
-        step's parameters (its kernel keys at least) and ``step`` (its index), ``shape`` (the
-        workload it was scored at), ``tops``, ``t_comp_s``, ``t_mem_s`` and ``bound``."""
-        raise UsageError(f"the {self.name} space has no balance procedure (the paper's "
-                         "procedure walks XDNA kernels)")
-
     def search_tree(self, fix: Mapping[str, Any] | None = None,
                     free: Iterable[str] = ()) -> SearchTree | None:
         """The space (as :meth:`chunks` walks it) split into levels with upper bounds of the
@@ -240,12 +209,6 @@ class SearchSpace(ABC):
     def _all_rules(self) -> tuple[Rule, ...]:
         return self.constraints + tuple(r for r in self.optional_constraints.values()
                                         if r not in self.constraints)
-
-    def context(self) -> EvalContext:
-        """This space's target, workload and itself, as evaluators receive them."""
-        from dse.core.evaluator import EvalContext
-
-        return EvalContext(self.target, self.workload, self)
 
     def params(self) -> dict[str, Param]:
         """Every parameter with its fixed domain."""

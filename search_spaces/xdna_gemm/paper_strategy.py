@@ -20,14 +20,17 @@ from typing import Any
 import numpy as np
 
 from dse.core import (
+    BalanceProcedure,
     Candidate,
     ConfigBatch,
     EvalContext,
     Evaluator,
+    ProcedureOption,
     SearchOutcome,
     UsageError,
     batch_take,
     metrics_row,
+    positive_int,
     score_batch,
 )
 from search_spaces.xdna_gemm.geometry import derive
@@ -153,3 +156,22 @@ def parse_start(text: str | None) -> Kernel | None:
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
         raise UsageError(f"--start expects m_ctxk_ctxn_ct, e.g. 64x232x64; got {text!r}")
     return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def balance_walk(evaluator: Evaluator, ctx: EvalContext, fix: Mapping[str, Any] | None = None,
+                 start: Kernel | str | None = None, **options: Any) -> SearchOutcome:
+    """:func:`paper_strategy` with ``start`` as a kernel or as ``--start`` writes it."""
+    return paper_strategy(evaluator, ctx, fix=fix,
+                          start=parse_start(start) if isinstance(start, str) else start,
+                          **options)
+
+
+# The family's balance procedure (families.xdna_gemm.family's record declares it): the options
+# dse search --strategy paper takes for it, each passed to balance_walk by its keyword.
+BALANCE = BalanceProcedure(balance_walk, (
+    ProcedureOption("--start", "start", parse_start, "kernel to start from", "MxKxN"),
+    ProcedureOption("--k-mt", "k_mt_target", positive_int,
+                    "use the largest multiple of k_ct <= N as k_mt, as the paper did "
+                    "(default: each kernel's fastest feasible k_mt)"),
+    ProcedureOption("--patience", "patience", positive_int,
+                    "stop after N steps without a new best (the paper: 1; default 3)")))

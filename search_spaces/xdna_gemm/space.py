@@ -11,15 +11,10 @@ import numpy as np
 from dse.core import (
     Calibratable,
     ConfigBatch,
-    Evaluator,
     GemmWorkload,
     IntParam,
-    ProcedureOption,
     Rule,
-    SearchOutcome,
     SearchSpace,
-    UsageError,
-    positive_int,
 )
 from search_spaces.xdna_gemm.constraints import (
     ARRAY_RULES,
@@ -28,7 +23,6 @@ from search_spaces.xdna_gemm.constraints import (
     CheckContext,
 )
 from search_spaces.xdna_gemm.enumeration import enumerate_tiles, tile_domains
-from search_spaces.xdna_gemm.paper_strategy import parse_start
 from search_spaces.xdna_gemm.params import TILE_PARAMS, build_params, default_params
 from search_spaces.xdna_gemm.sampling import OptunaEncoding
 from search_spaces.xdna_gemm.target import XdnaTarget
@@ -64,15 +58,6 @@ class XdnaGemmSpace(SearchSpace):
                     Calibratable("dram", "read_merge", upper=1.0))
     time_parts = TIME_PARTS
     optional_constraints = OPTIONAL_CONSTRAINTS
-    has_balance_procedure = True
-    balance_options = (
-        ProcedureOption("--start", "start", parse_start, "kernel to start from", "MxKxN"),
-        ProcedureOption("--k-mt", "k_mt_target", positive_int,
-                        "use the largest multiple of k_ct <= N as k_mt, as the paper did "
-                        "(default: each kernel's fastest feasible k_mt)"),
-        ProcedureOption("--patience", "patience", positive_int,
-                        "stop after N steps without a new best (the paper: 1; default 3)"))
-
     def __init__(self, target: XdnaTarget, workload: GemmWorkload,
                  extra_constraints: Sequence[str] = ()) -> None:
         self._accept(target, workload, extra_constraints)
@@ -168,21 +153,6 @@ class XdnaGemmSpace(SearchSpace):
                 dram={"peak_bytes_per_s": t.dram.peak_bytes_per_s * f}),
             "L1 size": lambda f: t.with_values(memory={"l1_bytes": int(t.memory.l1_bytes * f)}),
             "clock": lambda f: t.with_values(array={"clock_hz": t.array.clock_hz * f})}
-
-    def balance_procedure(self, evaluator: Evaluator, fix: Mapping[str, Any] | None = None,
-                          **options: Any) -> SearchOutcome:
-        """The paper's procedure (see :mod:`search_spaces.xdna_gemm.paper_strategy`); options
-        ``start`` (``m_ctxk_ctxn_ct``), ``k_mt_target`` and ``patience``."""
-        from search_spaces.xdna_gemm.paper_strategy import paper_strategy, parse_start
-
-        unknown = set(options) - {"start", "k_mt_target", "patience"}
-        if unknown:
-            raise UsageError(f"the paper's procedure has no option {sorted(unknown)[0]!r}; "
-                             "options: start, k_mt_target, patience")
-        start = options.pop("start", None)
-        return paper_strategy(evaluator, self.context(), fix=fix,
-                              start=parse_start(start) if isinstance(start, str) else start,
-                              **options)
 
     def smallest_config(self, fix: Mapping[str, Any]) -> dict[str, Any]:
         """The smallest aligned tiles (k_mt = k_ct) with ``fix`` applied."""
