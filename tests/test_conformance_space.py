@@ -18,7 +18,7 @@ from dse.core import (
     build_evaluator,
     dotted_value,
     families,
-    family,
+    family,  # the registry's function, not a module of that name
     registered,
 )
 from tests.conformance import FAMILIES, example_context, sample_configs

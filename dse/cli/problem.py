@@ -14,7 +14,7 @@ from dse.core.errors import UsageError, read_json
 from dse.core.suggest import did_you_mean
 
 if TYPE_CHECKING:
-    from dse.core.family import Family
+    from dse.core.family_record import Family
     from dse.core.outcome import SearchOutcome
     from dse.core.results import EvalResult
     from dse.core.space import SearchSpace

@@ -32,7 +32,8 @@ _EXPORTS: dict[str, str] = {
                      "run_feasible", "score_batch"), "evaluator"),
     **dict.fromkeys(("Candidate", "SearchOutcome"), "outcome"),
     **dict.fromkeys(("Nodes", "ProductTree", "SearchTree", "cross", "product"), "tree"),
-    **dict.fromkeys(("BalanceProcedure", "Family", "Model", "ProcedureOption"), "family"),
+    **dict.fromkeys(("BalanceProcedure", "Family", "Model", "ProcedureOption"),
+                    "family_record"),
     "Strategy": "strategy",
     "Fidelity": "fidelity",
     **dict.fromkeys(("PageData", "StudyPage"), "page"),
@@ -74,7 +75,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         run_feasible,
         score_batch,
     )
-    from dse.core.family import BalanceProcedure, Family, Model, ProcedureOption
+    from dse.core.family_record import BalanceProcedure, Family, Model, ProcedureOption
     from dse.core.fidelity import Fidelity
     from dse.core.formatting import fmt, key_values, table
     from dse.core.outcome import Candidate, SearchOutcome

@@ -25,7 +25,7 @@ from dse.core.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from dse.core.evaluator import EvalContext, Evaluator
-    from dse.core.family import Family
+    from dse.core.family_record import Family
     from dse.core.page import StudyPage
     from dse.core.space import SearchSpace
     from dse.core.strategy import Strategy
@@ -120,7 +120,7 @@ def _import(reference: str) -> Any:
 # -- families and what they bring --------------------------------------------------------------
 def family(name: str) -> Family:
     """The target family registered as ``name`` (the name of its search space)."""
-    from dse.core.family import Family
+    from dse.core.family_record import Family
 
     return _record("target family", name, Family)
 

@@ -1,7 +1,7 @@
 """The search space contract: parameters, rules, enumeration, Optuna encoding and the family's
 own tables (what names a config, the balance plots' axes, what-if knobs, calibratable
 constants, the tie order). A walk to the balance point that a family has of its own is the
-family's (:class:`dse.core.family.BalanceProcedure`): it takes an evaluator, which scores a
+family's (:class:`dse.core.family_record.BalanceProcedure`): it takes an evaluator, which scores a
 space's configs, so the space knows nothing of evaluators.
 
 A family subclasses :class:`SearchSpace`; its constructor takes ``(target, workload,

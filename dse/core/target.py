@@ -2,7 +2,7 @@
 its target files into frozen dataclasses.
 
 A target file is TOML whose ``space`` key names the family (its search space); the family's
-reader (:attr:`dse.core.family.Family.read_target`) checks every key and builds the target. A
+reader (:attr:`dse.core.family_record.Family.read_target`) checks every key and builds the target. A
 malformed file raises :class:`TargetFileError` naming the file, the key and the problem.
 """
 

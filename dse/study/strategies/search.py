@@ -1,7 +1,7 @@
 """The exhaustive search over a whole design space (``dse search``), keeping only the best.
 
 A family's own walk (the paper's balance procedure for XDNA) is its record's ``balance``
-(:class:`dse.core.family.BalanceProcedure`).
+(:class:`dse.core.family_record.BalanceProcedure`).
 """
 
 from __future__ import annotations
