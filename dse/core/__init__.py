@@ -34,7 +34,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Nodes", "ProductTree", "SearchTree", "cross", "product"), "tree"),
     **dict.fromkeys(("BalanceProcedure", "Family", "Model", "ProcedureOption"),
                     "family_record"),
-    "Strategy": "strategy",
+    "Strategy": "strategy_record",
     "Fidelity": "fidelity",
     **dict.fromkeys(("PageData", "StudyPage"), "page"),
     **dict.fromkeys(("available_targets", "build_context", "build_evaluator", "evaluator_class",
@@ -124,7 +124,7 @@ if TYPE_CHECKING:  # what static tools see: the same names, imported eagerly
         SearchSpace,
         require_dtype,
     )
-    from dse.core.strategy import Strategy
+    from dse.core.strategy_record import Strategy
     from dse.core.target import (
         ZERO_OK,
         Target,

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from dse.core.family_record import Family
     from dse.core.page import StudyPage
     from dse.core.space import SearchSpace
-    from dse.core.strategy import Strategy
+    from dse.core.strategy_record import Strategy
     from dse.core.target import Target
 
 # kind -> entry-point group
@@ -153,7 +153,7 @@ _warned: set[str] = set()  # broken families already named
 
 def strategy(name: str) -> Strategy:
     """The search strategy registered as ``name``."""
-    from dse.core.strategy import Strategy
+    from dse.core.strategy_record import Strategy
 
     return _record("strategy", name, Strategy)
 

@@ -11,7 +11,7 @@ import optuna
 from optuna.trial import TrialState
 
 from dse.core.results import EvalResult, Status
-from dse.core.strategy import Strategy
+from dse.core.strategy_record import Strategy
 from dse.study.execution.port import Port, WorkloadRun
 from dse.study.sampling.samplers import make_sampler
 

@@ -9,7 +9,7 @@ import numpy as np
 from dse.core.errors import UsageError
 from dse.core.evaluator import EvalContext
 from dse.core.params import ConfigBatch, batch_concat, batch_len, batch_take
-from dse.core.strategy import Strategy
+from dse.core.strategy_record import Strategy
 from dse.study.execution.port import Port, WorkloadRun, chunked, config_keys
 from dse.study.execution.progress import Stage
 

@@ -18,7 +18,7 @@ import pandas as pd
 from dse.core.evaluator import EvalContext, Evaluator
 from dse.core.params import ConfigBatch, batch_len, batch_take
 from dse.core.results import EvalResult
-from dse.core.strategy import Strategy
+from dse.core.strategy_record import Strategy
 from dse.study.execution.port import Port, WorkloadRun, chunked, config_keys
 from dse.study.execution.progress import Stage
 
