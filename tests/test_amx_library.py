@@ -14,7 +14,7 @@ import pytest
 
 from dse.cli import main
 from evaluators.hardware.amx_detect import amx_problem, cpu_flags
-from evaluators.hardware.amx_kernel import operands
+from evaluators.hardware.amx_kernel import from_bf16, operands
 
 pytestmark = pytest.mark.skipif(
     not {"avx512_vnni", "avx512_bf16"} <= cpu_flags(),
@@ -52,6 +52,14 @@ int main(void) {
             if (C[m * LDC + n] != want) { printf("wrong at %d %d\n", m, n); return 1; }
         }
     if (dse_gemm_s8s8s32(0, N, K, A, LDA, B, LDB, C, LDC) == 0) return 3;
+    /* the same weight packed once: the same product */
+    static int32_t again[M * LDC];
+    dse_packed_b *packed = dse_pack_b_s8(K, N, B, LDB);
+    if (!packed || dse_gemm_s8s8s32_packed(M, packed, A, LDA, again, LDC) != 0) return 4;
+    dse_free_packed_b(packed);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++)
+            if (again[m * LDC + n] != C[m * LDC + n]) { printf("packed wrong\n"); return 5; }
     printf("ok engine=%d\n", dse_gemm_engine());
     return 0;
 }
@@ -88,6 +96,67 @@ def test_every_shape_is_served_exactly(library, dtype):
             error = np.abs(c[:, :N] - reference).max()
             assert error <= (0 if dtype == "int8-int32" else 1e-5 * K), (M, N, K, threads)
             assert (c[:, N:] == -7).all()  # past N, within ldc: not written
+
+
+def _packed_api(lib: ctypes.CDLL, dtype: str):
+    """(pack, gemm on a packed B) of ``dtype``'s packed-B calls, typed; ``dse_free_packed_b``
+    typed too."""
+    short, suffix = ("s8", "s8s8s32") if dtype == "int8-int32" else ("bf16", "bf16bf16f32")
+    pack, gemm = getattr(lib, f"dse_pack_b_{short}"), getattr(lib, f"dse_gemm_{suffix}_packed")
+    pack.restype = ctypes.c_void_p
+    pack.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64]
+    gemm.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                     ctypes.c_void_p, ctypes.c_int64]
+    lib.dse_free_packed_b.argtypes = [ctypes.c_void_p]
+    return pack, gemm
+
+
+def _values(dtype: str, x: np.ndarray) -> np.ndarray:
+    return (x if dtype == "int8-int32" else from_bf16(x)).astype(np.float64)
+
+
+def check_packed_b(lib: ctypes.CDLL, dtype: str, shapes) -> None:
+    """B packed once serves many calls exactly (B itself overwritten after packing), on every
+    leading dimension and thread count; bad arguments are refused with C untouched."""
+    pack, gemm = _packed_api(lib, dtype)
+    for threads in (1, 2):
+        lib.dse_set_threads(threads)
+        for M, N, K, pad in shapes:
+            weight = operands(dtype, 1, N, K, 3, pad, "row")[1]
+            b = weight.copy()  # operands are drawn once per process
+            handle = pack(K, N, b.ctypes.data, b.shape[1])
+            assert handle
+            b.fill(0)
+            for seed, rows in ((5, M), (6, max(1, M // 2))):  # two calls on one packed B
+                a, _, c, _ = operands(dtype, rows, N, K, seed, pad, "row")
+                reference = _values(dtype, a)[:, :K] @ _values(dtype, weight)[:, :N]
+                c.fill(-7)
+                assert gemm(rows, handle, a.ctypes.data, a.shape[1], c.ctypes.data,
+                            c.shape[1]) == 0
+                error = np.abs(c[:, :N] - reference).max()
+                assert error <= (0 if dtype == "int8-int32" else 1e-5 * K), (rows, N, K)
+                assert (c[:, N:] == -7).all()
+            lib.dse_free_packed_b(handle)
+    a, b, c, _ = operands(dtype, 4, 4, 4, 5, 0, "row")
+    assert not pack(4, 4, b.ctypes.data, 3) and not pack(0, 4, b.ctypes.data, 4)  # ldb < N
+    handle = pack(4, 4, b.ctypes.data, 4)
+    other = _packed_api(lib, "bf16-fp32" if dtype == "int8-int32" else "int8-int32")[0]
+    foreign = other(4, 4, b.ctypes.data, 4)  # packed for the other dtype
+    for args in [(0, handle, a.ctypes.data, 4, c.ctypes.data, 4),
+                 (4, handle, a.ctypes.data, 3, c.ctypes.data, 4),
+                 (4, handle, a.ctypes.data, 4, c.ctypes.data, 3),
+                 (4, None, a.ctypes.data, 4, c.ctypes.data, 4),
+                 (4, foreign, a.ctypes.data, 4, c.ctypes.data, 4)]:
+        c.fill(-7)
+        assert gemm(*args) != 0 and (c == -7).all()
+    lib.dse_free_packed_b(handle)
+    lib.dse_free_packed_b(foreign)
+    lib.dse_free_packed_b(None)
+
+
+@pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
+def test_a_b_packed_once_serves_many_calls(library, dtype):
+    check_packed_b(ctypes.CDLL(str(library / "libdsegemm.so")), dtype, SHAPES)
 
 
 def test_bad_arguments_are_refused_and_c_untouched(library):
@@ -154,20 +223,41 @@ def stream(tmp_path_factory):
     for name in ("dse_stream_s8s8s32", "dse_stream_bf16bf16f32"):
         getattr(lib, name).argtypes = ([ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64]
                                        * 3 + [ctypes.c_int])
+    for name in ("dse_stream_pack_s8", "dse_stream_pack_bf16"):
+        getattr(lib, name).restype = ctypes.c_void_p
+        getattr(lib, name).argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                                       ctypes.c_int64, ctypes.c_int]
+    for name in ("dse_stream_s8s8s32_packed", "dse_stream_bf16bf16f32_packed"):
+        getattr(lib, name).argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                                       ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                                       ctypes.c_int]
+    lib.dse_stream_packed_free.argtypes = [ctypes.c_void_p]
     return lib
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["b-in-place", "b-packed-once"])
 @pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
-def test_the_streaming_kernels_are_exact_on_every_tail(stream, dtype):
-    fn = stream.dse_stream_s8s8s32 if dtype == "int8-int32" else stream.dse_stream_bf16bf16f32
+def test_the_streaming_kernels_are_exact_on_every_tail(stream, dtype, packed):
+    s8 = dtype == "int8-int32"
+    fn = stream.dse_stream_s8s8s32 if s8 else stream.dse_stream_bf16bf16f32
+    pack = stream.dse_stream_pack_s8 if s8 else stream.dse_stream_pack_bf16
+    on_packed = stream.dse_stream_s8s8s32_packed if s8 else stream.dse_stream_bf16bf16f32_packed
     for threads in (1, 2):
         for M, N, K, pad in STREAM_SHAPES:
             a, b, c, reference = operands(dtype, M, N, K, 11, pad, "row")
             c.fill(-7)
-            assert fn(M, N, K, a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1],
-                      c.ctypes.data, c.shape[1], threads) == 0
+            if packed:  # B packed (its K tail padded), then B overwritten: not read again
+                b = b.copy()  # operands are drawn once per process
+                handle = pack(K, N, b.ctypes.data, b.shape[1], threads)
+                b.fill(0)
+                assert on_packed(M, handle, a.ctypes.data, a.shape[1], c.ctypes.data,
+                                 c.shape[1], threads) == 0
+                stream.dse_stream_packed_free(handle)
+            else:
+                assert fn(M, N, K, a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1],
+                          c.ctypes.data, c.shape[1], threads) == 0
             error = np.abs(c[:, :N] - reference).max()
-            assert error <= (0 if dtype == "int8-int32" else 1e-5 * K), (M, N, K, threads)
+            assert error <= (0 if s8 else 1e-5 * K), (M, N, K, threads)
             assert (c[:, N:] == -7).all()
 
 
@@ -260,6 +350,7 @@ def test_without_amx_every_path_is_exact(native, dtype):
     c.fill(-7)
     assert fn(4, 4, 4, a.ctypes.data, 4, b.ctypes.data, 3, c.ctypes.data, 4) != 0  # ldb < N
     assert (c == -7).all()
+    check_packed_b(native, dtype, shapes)  # the streaming kernels on B packed once
 
 
 def test_a_table_dse_cover_writes_builds(tmp_path, capsys):

@@ -14,6 +14,9 @@ untouched on bad arguments)::
     int dse_gemm_engine(void);     /* 1: the AMX kernels run, 0: the AVX-512 ones */
     int dse_gemm_kernel(int64_t M, int64_t N, int64_t K);  /* which kernel serves a shape */
 
+and, for a weight B that many calls multiply, B packed once (``PACKED_API``: ``dse_pack_b_s8``
+/ ``_bf16``, the ``_packed`` GEMMs, ``dse_free_packed_b``; the header declares them).
+
 On a CPU without AMX, a GEMM of at most :data:`STREAM_M` rows (by default: any) runs the
 streaming kernels of
 :mod:`.amx_stream` (B read in place); a weight shape the table has no rule for runs the kernel
@@ -70,6 +73,20 @@ int dse_gemm_engine(void);
 /* The kernel a GEMM of the table's dtype runs: its index in the dispatch table, -1 the
  * streaming kernel (small M without AMX), -2 the general AVX-512 kernel, -3 a size below 1. */
 int dse_gemm_kernel(int64_t M, int64_t N, int64_t K);
+/* A weight B (K x N, row-major) that many calls multiply, packed once: the caller may free B.
+ * Without AMX the packed calls read B in the streaming kernels' layout and skip re-laying it
+ * out at every call; with AMX they run the calls above on a copy of B (nothing saved yet).
+ * NULL on a wrong argument or no memory. */
+typedef struct dse_packed_b dse_packed_b;
+dse_packed_b *dse_pack_b_s8(int64_t K, int64_t N, const int8_t *B, int64_t ldb);
+dse_packed_b *dse_pack_b_bf16(int64_t K, int64_t N, const uint16_t *B, int64_t ldb);
+/* C[M x N] = A[M x K] B with B packed by the call of its dtype; 0 on success, non-zero (and C
+ * untouched) when an argument is wrong (B packed for the other dtype included). */
+int dse_gemm_s8s8s32_packed(int64_t M, const dse_packed_b *B, const int8_t *A, int64_t lda,
+                            int32_t *C, int64_t ldc);
+int dse_gemm_bf16bf16f32_packed(int64_t M, const dse_packed_b *B, const uint16_t *A,
+                                int64_t lda, float *C, int64_t ldc);
+void dse_free_packed_b(dse_packed_b *B);
 #ifdef __cplusplus
 }}
 #endif
@@ -146,6 +163,7 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
     for dtype, (other_suffix, o_in, o_out) in DTYPES.items():
         if dtype != table["dtype"]:
             lines.append(GENERAL_ENTRY.format(suffix=other_suffix, c_in=o_in, c_out=o_out))
+    lines.append(PACKED_API)
     return "\n".join(lines)
 
 
@@ -245,6 +263,84 @@ int dse_gemm_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t 
     return engine ? dse_amx_{suffix}_gemm(M, N, K, A, lda, B, ldb, C, ldc)
                   : dse_avx512_{suffix}_gemm(M, N, K, A, lda, B, ldb, C, ldc);
 }}
+"""
+
+# B packed once: without AMX in the streaming kernels' layout, with AMX a copy the calls of
+# the table's kernels read (they pack B as they go)
+PACKED_API = r"""
+#include <stdlib.h>
+#include <string.h>
+void *dse_stream_pack_s8(int64_t, int64_t, const int8_t *, int64_t, int);
+void *dse_stream_pack_bf16(int64_t, int64_t, const uint16_t *, int64_t, int);
+void dse_stream_packed_free(void *);
+int dse_stream_s8s8s32_packed(int64_t, const void *, const int8_t *, int64_t, int32_t *, int64_t,
+                              int);
+int dse_stream_bf16bf16f32_packed(int64_t, const void *, const uint16_t *, int64_t, float *,
+                                  int64_t, int);
+
+typedef struct dse_packed_b {
+    int kind;  /* 1: int8, 2: bf16 */
+    int64_t K, N;
+    void *stream;  /* without AMX: the streaming kernels' layout */
+    void *copy;    /* with AMX: B row-major, ldb = N */
+} dse_packed_b;
+
+static dse_packed_b *pack_b(int kind, int64_t K, int64_t N, const void *B, int64_t ldb,
+                            size_t size) {
+    init();
+    if (K < 1 || N < 1 || !B || ldb < N) return NULL;
+    dse_packed_b *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->kind = kind; p->K = K; p->N = N;
+    if (engine) {
+        p->copy = malloc((size_t)K * (size_t)N * size);
+        if (p->copy)
+            for (int64_t k = 0; k < K; k++)
+                memcpy((char *)p->copy + (size_t)k * N * size,
+                       (const char *)B + (size_t)k * ldb * size, (size_t)N * size);
+    } else {
+        p->stream = kind == 1 ? dse_stream_pack_s8(K, N, B, ldb, threads)
+                              : dse_stream_pack_bf16(K, N, B, ldb, threads);
+    }
+    if (!p->copy && !p->stream) { free(p); return NULL; }
+    return p;
+}
+
+dse_packed_b *dse_pack_b_s8(int64_t K, int64_t N, const int8_t *B, int64_t ldb) {
+    return pack_b(1, K, N, B, ldb, 1);
+}
+
+dse_packed_b *dse_pack_b_bf16(int64_t K, int64_t N, const uint16_t *B, int64_t ldb) {
+    return pack_b(2, K, N, B, ldb, 2);
+}
+
+void dse_free_packed_b(dse_packed_b *B) {
+    if (!B) return;
+    dse_stream_packed_free(B->stream);
+    free(B->copy);
+    free(B);
+}
+
+static int bad_packed(int kind, int64_t M, const dse_packed_b *B, const void *A, int64_t lda,
+                      const void *C, int64_t ldc) {
+    return M < 1 || !B || B->kind != kind || !A || !C || lda < B->K || ldc < B->N;
+}
+
+int dse_gemm_s8s8s32_packed(int64_t M, const dse_packed_b *B, const int8_t *A, int64_t lda,
+                            int32_t *C, int64_t ldc) {
+    init();
+    if (bad_packed(1, M, B, A, lda, C, ldc)) return 1;
+    if (B->copy) return dse_gemm_s8s8s32(M, B->N, B->K, A, lda, B->copy, B->N, C, ldc);
+    return dse_stream_s8s8s32_packed(M, B->stream, A, lda, C, ldc, threads);
+}
+
+int dse_gemm_bf16bf16f32_packed(int64_t M, const dse_packed_b *B, const uint16_t *A,
+                                int64_t lda, float *C, int64_t ldc) {
+    init();
+    if (bad_packed(2, M, B, A, lda, C, ldc)) return 1;
+    if (B->copy) return dse_gemm_bf16bf16f32(M, B->N, B->K, A, lda, B->copy, B->N, C, ldc);
+    return dse_stream_bf16bf16f32_packed(M, B->stream, A, lda, C, ldc, threads);
+}
 """
 
 

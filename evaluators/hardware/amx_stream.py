@@ -25,6 +25,36 @@ Exported (B row-major, every leading dimension honoured; the caller checks the a
     int dse_stream_s8s8s32(int64_t M, int64_t N, int64_t K, const int8_t *A, int64_t lda,
                            const int8_t *B, int64_t ldb, int32_t *C, int64_t ldc, int threads);
     int dse_stream_bf16bf16f32(/* the same with uint16_t A, B and float C */);
+
+A weight used by many calls can be packed once, every block laid out as a call lays it out
+(one 64-column chunk after another, its groups over every K row, a last partial group padded
+with zero rows); the ``_packed`` calls read it where it lies and skip the re-layout::
+
+    /* B packed a 64-column chunk at a time (s8: int8 in groups of 4 rows, else bf16 in pairs) */
+static void *pack_whole(int s8, int64_t K, int64_t N, const void *B, int64_t ldb,
+                        int threads) {{
+    dse_stream_packed *p = packed_new(K, N, s8 ? (K + 3) / 4 : (K + 1) / 2);
+    if (!p) return NULL;
+    #pragma omp parallel for num_threads(threads < 1 ? 1 : threads)
+    for (int64_t c = 0; c < (N + 63) / 64; c++) {{
+        int64_t width = N - 64 * c < 64 ? N - 64 * c : 64;
+        __m512i *out = p->data + c * p->groups * 4;
+        if (s8) s8_pack(B, ldb, 64 * c, width, 0, K, out);
+        else bf_pack(B, ldb, 64 * c, width, 0, K, out);
+    }}
+    return p;
+}}
+
+void *dse_stream_pack_s8(int64_t K, int64_t N, const int8_t *B, int64_t ldb, int threads) {{
+    return pack_whole(1, K, N, B, ldb, threads);
+}}
+
+void *dse_stream_pack_bf16(int64_t K, int64_t N, const uint16_t *B, int64_t ldb,
+                           int threads) {{
+    return pack_whole(0, K, N, B, ldb, threads);
+}}
+
+void dse_stream_packed_free(void *packed);
 """
 
 from __future__ import annotations
@@ -93,13 +123,15 @@ INLINE void from_c(__m512 v[4]) {{
  * chunks' row groups then read (from L1 or L2): each row's WIDE x 64 bytes are read together
  * (rows of B are pages apart: a row read 64 bytes at a time would cost a DRAM page opening per
  * line), and a B read again row by row would not stay even in L2 (the rows share cache sets).
- * Chunk c's groups start at buf + c * GROUPS * 4; only whole groups of 4 (int8) or 2 (bf16)
- * rows are laid out (a group past K is read from B by the row groups, A's values past K zero). */
+ * Chunk c's groups start at buf + c * GROUPS * 4 (the whole B packed once: one chunk at a
+ * time, its groups over every K row); a last group of fewer rows than 4 (int8) or 2 (bf16) is
+ * laid out with zero rows (A's values past K are zero too). */
+#define ROW(k, i, k1, load) ((k) + (i) < (k1) ? (load) : _mm512_setzero_si512())
 static void s8_pack(const int8_t *B, int64_t ldb, int64_t j, int64_t width, int64_t k0,
                     int64_t k1, __m512i *buf) {{
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     int chunks = (int)((width + 63) / 64);
-    for (int64_t k = k0, g = 0; k + 4 <= k1; k += 4, g++) {{
+    for (int64_t k = k0, g = 0; k < k1; k += 4, g++) {{
         for (int c = 0; c < chunks; c++) {{
             int64_t w = width - 64 * c;
             const __mmask64 lm = w >= 64 ? ~0ULL : (1ULL << w) - 1;
@@ -109,9 +141,12 @@ static void s8_pack(const int8_t *B, int64_t ldb, int64_t j, int64_t width, int6
             _mm_prefetch((const char *)(b + (PF + 2) * ldb), _MM_HINT_T0);
             _mm_prefetch((const char *)(b + (PF + 3) * ldb), _MM_HINT_T0);
             __m512i r0 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lm, b), bias);
-            __m512i r1 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lm, b + ldb), bias);
-            __m512i r2 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lm, b + 2 * ldb), bias);
-            __m512i r3 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lm, b + 3 * ldb), bias);
+            __m512i r1 = _mm512_xor_si512(
+                ROW(k, 1, k1, _mm512_maskz_loadu_epi8(lm, b + ldb)), bias);
+            __m512i r2 = _mm512_xor_si512(
+                ROW(k, 2, k1, _mm512_maskz_loadu_epi8(lm, b + 2 * ldb)), bias);
+            __m512i r3 = _mm512_xor_si512(
+                ROW(k, 3, k1, _mm512_maskz_loadu_epi8(lm, b + 3 * ldb)), bias);
             __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);
             __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);
             __m512i *out = buf + (c * GROUPS + g) * 4;
@@ -126,7 +161,7 @@ static void s8_pack(const int8_t *B, int64_t ldb, int64_t j, int64_t width, int6
 static void bf_pack(const uint16_t *B, int64_t ldb, int64_t j, int64_t width, int64_t k0,
                     int64_t k1, __m512i *buf) {{
     int chunks = (int)((width + 63) / 64);
-    for (int64_t k = k0, g = 0; k + 2 <= k1; k += 2, g++) {{
+    for (int64_t k = k0, g = 0; k < k1; k += 2, g++) {{
         for (int c = 0; c < chunks; c++) {{
             int64_t w = width - 64 * c;
             const __mmask32 ma = w >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << w) - 1);
@@ -139,8 +174,8 @@ static void bf_pack(const uint16_t *B, int64_t ldb, int64_t j, int64_t width, in
             _mm_prefetch((const char *)(b + (PF + 1) * ldb + 32), _MM_HINT_T0);
             __m512i r0a = _mm512_maskz_loadu_epi16(ma, b);
             __m512i r0b = _mm512_maskz_loadu_epi16(mb, b + 32);
-            __m512i r1a = _mm512_maskz_loadu_epi16(ma, b + ldb);
-            __m512i r1b = _mm512_maskz_loadu_epi16(mb, b + ldb + 32);
+            __m512i r1a = ROW(k, 1, k1, _mm512_maskz_loadu_epi16(ma, b + ldb));
+            __m512i r1b = ROW(k, 1, k1, _mm512_maskz_loadu_epi16(mb, b + ldb + 32));
             __m512i *out = buf + (c * GROUPS + g) * 4;
             _mm512_store_si512(out, _mm512_unpacklo_epi16(r0a, r1a));
             _mm512_store_si512(out + 1, _mm512_unpackhi_epi16(r0a, r1a));
@@ -157,8 +192,25 @@ static int stream_threads(int64_t M, int64_t N, int64_t K, int threads) {{
     return threads < chunks ? threads : (int)chunks;
 }}
 
+/* The row groups of 4 of A (and the rest) against chunk j's block [k0, k1) at ``packed`` */
+#define ROW_GROUPS(group, packed, ...)                                                      \
+    {{                                                                                      \
+        int64_t i = 0;                                                                      \
+        for (; i + 4 <= M; i += 4)                                                          \
+            group##4(A + i * lda, lda, C + i * ldc, ldc, j, w, k0, k1,                      \
+                     k1 == K __VA_ARGS__, packed);                                          \
+        switch (M - i) {{                                                                   \
+        case 3: group##3(A + i * lda, lda, C + i * ldc, ldc, j, w, k0, k1,                  \
+                          k1 == K __VA_ARGS__, packed); break;                              \
+        case 2: group##2(A + i * lda, lda, C + i * ldc, ldc, j, w, k0, k1,                  \
+                          k1 == K __VA_ARGS__, packed); break;                              \
+        case 1: group##1(A + i * lda, lda, C + i * ldc, ldc, j, w, k0, k1,                  \
+                          k1 == K __VA_ARGS__, packed); break;                              \
+        }}                                                                                  \
+    }}
+
 /* Each thread a share of the 64-column chunks; per block of K rows (KB int8, KB / 2 bf16) and
- * WIDE chunks: the block re-laid out, then each chunk's row groups of 4 (and the rest). */
+ * WIDE chunks: the block re-laid out, then each chunk's row groups. */
 #define DRIVER(pack, group, rows_per_block, SUMS)                                           \
     int64_t chunks = (N + 63) / 64;                                                         \
     _Pragma("omp parallel num_threads(stream_threads(M, N, K, threads))")                   \
@@ -177,19 +229,26 @@ static int stream_threads(int64_t M, int64_t N, int64_t K, int threads) {{
                     int64_t j = 64 * c;                                                     \
                     int w = N - j < 64 ? (int)(N - j) : 64;                                 \
                     const __m512i *packed = buf + (c - c0) * GROUPS * 4;                    \
-                    int64_t i = 0;                                                          \
-                    for (; i + 4 <= M; i += 4)                                              \
-                        group##4(A + i * lda, lda, B, ldb, C + i * ldc, ldc, j, w, k0, k1,  \
-                                 k1 == K SUMS, packed);                                            \
-                    switch (M - i) {{                                                        \
-                    case 3: group##3(A + i * lda, lda, B, ldb, C + i * ldc, ldc, j, w, k0,  \
-                                     k1, k1 == K SUMS, packed); break;                             \
-                    case 2: group##2(A + i * lda, lda, B, ldb, C + i * ldc, ldc, j, w, k0,  \
-                                     k1, k1 == K SUMS, packed); break;                             \
-                    case 1: group##1(A + i * lda, lda, B, ldb, C + i * ldc, ldc, j, w, k0,  \
-                                     k1, k1 == K SUMS, packed); break;                             \
-                    }}                                                                      \
+                    ROW_GROUPS(group, packed, SUMS)                                         \
                 }}                                                                          \
+            }}                                                                              \
+        }}                                                                                  \
+    }}
+
+/* The same on a B packed once (P): each chunk's block read where the packing put it. */
+#define PACKED_DRIVER(group, rows_per_block, rows_per_group, SUMS)                          \
+    int64_t chunks = (N + 63) / 64;                                                         \
+    _Pragma("omp parallel num_threads(stream_threads(M, N, K, threads))")                   \
+    {{                                                                                      \
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();                          \
+        int64_t lo = chunks * t / nt, hi = chunks * (t + 1) / nt;                           \
+        for (int64_t k0 = 0; k0 < K; k0 += rows_per_block) {{                                \
+            int64_t k1 = k0 + rows_per_block < K ? k0 + rows_per_block : K;                 \
+            for (int64_t c = lo; c < hi; c++) {{                                             \
+                int64_t j = 64 * c;                                                         \
+                int w = N - j < 64 ? (int)(N - j) : 64;                                     \
+                const __m512i *packed = P->data + (c * P->groups + k0 / rows_per_group) * 4; \
+                ROW_GROUPS(group, packed, SUMS)                                             \
             }}                                                                              \
         }}                                                                                  \
     }}
@@ -203,11 +262,10 @@ static __m512i *dse_stream_buffer(int t) {{
     return buffers[t % MAX_THREADS];
 }}
 
-int dse_stream_s8s8s32(int64_t M, int64_t N, int64_t K, const int8_t *A, int64_t lda,
-                       const int8_t *B, int64_t ldb, int32_t *C, int64_t ldc, int threads) {{
-    /* A's row sums: B + 128 is multiplied, 128 x these come off */
-    int32_t local[256], *sums = M <= 256 ? local : malloc((size_t)M * sizeof(int32_t));
-    if (!sums) return 2;
+/* A's row sums (B + 128 is multiplied, 128 x these come off), in ``local`` when M <= 256 */
+static int32_t *row_sums(int64_t M, int64_t K, const int8_t *A, int64_t lda, int32_t *local) {{
+    int32_t *sums = M <= 256 ? local : malloc((size_t)M * sizeof(int32_t));
+    if (!sums) return NULL;
     const __m512i ones = _mm512_set1_epi8(1);
     for (int64_t r = 0; r < M; r++) {{
         __m512i s = _mm512_setzero_si512();
@@ -217,6 +275,13 @@ int dse_stream_s8s8s32(int64_t M, int64_t N, int64_t K, const int8_t *A, int64_t
         }}
         sums[r] = _mm512_reduce_add_epi32(s);
     }}
+    return sums;
+}}
+
+int dse_stream_s8s8s32(int64_t M, int64_t N, int64_t K, const int8_t *A, int64_t lda,
+                       const int8_t *B, int64_t ldb, int32_t *C, int64_t ldc, int threads) {{
+    int32_t local[256], *sums = row_sums(M, K, A, lda, local);
+    if (!sums) return 2;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     DRIVER(s8_pack, s8_group, KB, COMMA_SUMS)
     if (sums != local) free(sums);
@@ -230,18 +295,80 @@ int dse_stream_bf16bf16f32(int64_t M, int64_t N, int64_t K, const uint16_t *A, i
     DRIVER(bf_pack, bf_group, KB / 2, )
     return 0;
 }}
+
+/* A B packed once: per 64-column chunk, its groups over every K row (see s8_pack) */
+typedef struct {{
+    int64_t K, N, groups;
+    __m512i *data;
+}} dse_stream_packed;
+
+static dse_stream_packed *packed_new(int64_t K, int64_t N, int64_t groups) {{
+    dse_stream_packed *p = malloc(sizeof *p);
+    if (!p) return NULL;
+    size_t bytes = (size_t)((N + 63) / 64) * (size_t)groups * 4 * sizeof(__m512i);
+    p->data = aligned_alloc(64, bytes);
+    if (!p->data) {{ free(p); return NULL; }}
+    p->K = K; p->N = N; p->groups = groups;
+    return p;
+}}
+
+void *dse_stream_pack_s8(int64_t K, int64_t N, const int8_t *B, int64_t ldb, int threads) {{
+    dse_stream_packed *p = packed_new(K, N, (K + 3) / 4);
+    if (!p) return NULL;
+    #pragma omp parallel for num_threads(threads < 1 ? 1 : threads)
+    for (int64_t c = 0; c < (N + 63) / 64; c++)
+        s8_pack(B, ldb, 64 * c, N - 64 * c < 64 ? N - 64 * c : 64, 0, K,
+                p->data + c * p->groups * 4);
+    return p;
+}}
+
+void *dse_stream_pack_bf16(int64_t K, int64_t N, const uint16_t *B, int64_t ldb,
+                           int threads) {{
+    dse_stream_packed *p = packed_new(K, N, (K + 1) / 2);
+    if (!p) return NULL;
+    #pragma omp parallel for num_threads(threads < 1 ? 1 : threads)
+    for (int64_t c = 0; c < (N + 63) / 64; c++)
+        bf_pack(B, ldb, 64 * c, N - 64 * c < 64 ? N - 64 * c : 64, 0, K,
+                p->data + c * p->groups * 4);
+    return p;
+}}
+
+void dse_stream_packed_free(void *packed) {{
+    dse_stream_packed *p = packed;
+    if (p) {{ free(p->data); free(p); }}
+}}
+
+int dse_stream_s8s8s32_packed(int64_t M, const void *packed, const int8_t *A, int64_t lda,
+                              int32_t *C, int64_t ldc, int threads) {{
+    const dse_stream_packed *P = packed;
+    int64_t N = P->N, K = P->K;
+    int32_t local[256], *sums = row_sums(M, K, A, lda, local);
+    if (!sums) return 2;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    PACKED_DRIVER(s8_group, KB, 4, COMMA_SUMS)
+    if (sums != local) free(sums);
+    return 0;
+}}
+
+int dse_stream_bf16bf16f32_packed(int64_t M, const void *packed, const uint16_t *A,
+                                  int64_t lda, float *C, int64_t ldc, int threads) {{
+    const dse_stream_packed *P = packed;
+    int64_t N = P->N, K = P->K;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    PACKED_DRIVER(bf_group, KB / 2, 2, )
+    return 0;
+}}
 """
 
 
 def _s8_group(rows: int) -> str:
     """``s8_group{rows}``: ``rows`` rows of A against a 64-column chunk of B over K rows
-    [k0, k1), the accumulators named (generated unrolled, so they stay in registers)."""
+    [k0, k1), laid out at ``packed`` (see ``s8_pack``), the accumulators named (generated
+    unrolled, so they stay in registers)."""
     acc = [[f"acc{r}_{q}" for q in range(4)] for r in range(rows)]
-    out = [f"static void s8_group{rows}(const int8_t *A, int64_t lda, const int8_t *B, "
-           "int64_t ldb, int32_t *C, int64_t ldc, int64_t j, int w, int64_t k0, int64_t k1, "
-           "int last, const int32_t *rowsum, const __m512i *packed) {",
-           "    const __mmask64 lm = w >= 64 ? ~0ULL : (1ULL << w) - 1;",
-           "    const __m512i bias = _mm512_set1_epi8((char)0x80);",
+    out = [f"static void s8_group{rows}(const int8_t *A, int64_t lda, int32_t *C, int64_t ldc, "
+           "int64_t j, int w, int64_t k0, int64_t k1, int last, const int32_t *rowsum, "
+           "const __m512i *packed) {",
            "    __m512i " + ", ".join(a for row in acc for a in row) + ";",
            "    if (k0 == 0) {"]
     for r in range(rows):
@@ -272,30 +399,13 @@ def _s8_group(rows: int) -> str:
             body.append("        }")
         return body
 
-    interleave = [
-        "        __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);",
-        "        __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);",
-        "        __m512i u0 = _mm512_unpacklo_epi16(t0, t2), u1 = _mm512_unpackhi_epi16(t0, t2);",
-        "        __m512i u2 = _mm512_unpacklo_epi16(t1, t3), u3 = _mm512_unpackhi_epi16(t1, t3);"]
     out += ["    int64_t k = k0;",
-            "    if (packed) for (; k + 4 <= k1; k += 4, packed += 4) {",
+            "    for (; k + 4 <= k1; k += 4, packed += 4) {",
             "        __m512i u0 = packed[0], u1 = packed[1], u2 = packed[2], u3 = packed[3];",
             *multiply("memcpy(&v, A + {r} * lda + k, 4);"),
             "    }",
-            "    for (; k + 4 <= k1; k += 4) {",
-            "        const int8_t *b = B + k * ldb + j;",
-            *(f"        _mm_prefetch((const char *)(b + (PF + {i}) * ldb), _MM_HINT_T0);"
-              for i in range(4)),
-            *(f"        __m512i r{i} = _mm512_xor_si512(_mm512_maskz_loadu_epi8(lm, b + {i} * ldb)"
-              ", bias);" for i in range(4)),
-            *interleave,
-            *multiply("memcpy(&v, A + {r} * lda + k, 4);"),
-            "    }",
             "    if (k < k1) {  /* K's last 1 to 3 rows: missing rows, and A past K, are zero */",
-            *(f"        __m512i r{i} = _mm512_xor_si512(k + {i} < k1 ? _mm512_maskz_loadu_epi8("
-              f"lm, B + (k + {i}) * ldb + j) : _mm512_setzero_si512(), bias);"
-              for i in range(4)),
-            *interleave,
+            "        __m512i u0 = packed[0], u1 = packed[1], u2 = packed[2], u3 = packed[3];",
             *multiply("int8_t bytes[4] = {{0, 0, 0, 0}}; for (int i = 0; k + i < k1; i++) "
                       "bytes[i] = A[{r} * lda + k + i]; memcpy(&v, bytes, 4);"),
             "    }"]
@@ -316,12 +426,8 @@ def _s8_group(rows: int) -> str:
 def _bf_group(rows: int) -> str:
     """``bf_group{rows}``: the bf16 twin of :func:`_s8_group` (pairs of K rows)."""
     acc = [[f"acc{r}_{q}" for q in range(4)] for r in range(rows)]
-    out = [f"static void bf_group{rows}(const uint16_t *A, int64_t lda, const uint16_t *B, "
-           "int64_t ldb, float *C, int64_t ldc, int64_t j, int w, int64_t k0, int64_t k1, "
-           "int last, const __m512i *packed) {",
-           "    const __mmask32 ma = w >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << w) - 1);",
-           "    const __mmask32 mb = w >= 64 ? 0xFFFFFFFFu : w <= 32 ? 0 "
-           ": (__mmask32)((1u << (w - 32)) - 1);",
+    out = [f"static void bf_group{rows}(const uint16_t *A, int64_t lda, float *C, int64_t ldc, "
+           "int64_t j, int w, int64_t k0, int64_t k1, int last, const __m512i *packed) {",
            "    __m512 " + ", ".join(a for row in acc for a in row) + ";",
            "    if (k0 == 0) {",
            "        " + " ".join(f"{a} = _mm512_setzero_ps();" for row in acc for a in row),
@@ -347,33 +453,13 @@ def _bf_group(rows: int) -> str:
             body.append("        }")
         return body
 
-    interleave = [
-        "        __m512i u0 = _mm512_unpacklo_epi16(r0a, r1a);",
-        "        __m512i u1 = _mm512_unpackhi_epi16(r0a, r1a);",
-        "        __m512i u2 = _mm512_unpacklo_epi16(r0b, r1b);",
-        "        __m512i u3 = _mm512_unpackhi_epi16(r0b, r1b);"]
     out += ["    int64_t k = k0;",
-            "    if (packed) for (; k + 2 <= k1; k += 2, packed += 4) {",
+            "    for (; k + 2 <= k1; k += 2, packed += 4) {",
             "        __m512i u0 = packed[0], u1 = packed[1], u2 = packed[2], u3 = packed[3];",
             *multiply("memcpy(&v, A + {r} * lda + k, 4);"),
             "    }",
-            "    for (; k + 2 <= k1; k += 2) {",
-            "        const uint16_t *b = B + k * ldb + j;",
-            *(f"        _mm_prefetch((const char *)(b + (PF + {i}) * ldb + {h}), _MM_HINT_T0);"
-              for i in range(2) for h in (0, 32)),
-            "        __m512i r0a = _mm512_maskz_loadu_epi16(ma, b), "
-            "r0b = _mm512_maskz_loadu_epi16(mb, b + 32);",
-            "        __m512i r1a = _mm512_maskz_loadu_epi16(ma, b + ldb), "
-            "r1b = _mm512_maskz_loadu_epi16(mb, b + ldb + 32);",
-            *interleave,
-            *multiply("memcpy(&v, A + {r} * lda + k, 4);"),
-            "    }",
             "    if (k < k1) {  /* an odd K's last row: its pair's second row and A's are zero */",
-            "        const uint16_t *b = B + k * ldb + j;",
-            "        __m512i r0a = _mm512_maskz_loadu_epi16(ma, b), "
-            "r0b = _mm512_maskz_loadu_epi16(mb, b + 32);",
-            "        __m512i r1a = _mm512_setzero_si512(), r1b = _mm512_setzero_si512();",
-            *interleave,
+            "        __m512i u0 = packed[0], u1 = packed[1], u2 = packed[2], u3 = packed[3];",
             *multiply("v = (int32_t)A[{r} * lda + k];"),
             "    }"]
     out.append("    if (!last && w == 64) {")
