@@ -18,11 +18,11 @@ import pytest
 from dse.cli import main
 from dse.core.errors import UsageError
 from dse.core.mix import PRESETS, model_mix, model_of, token_passes
-from dse.core.registry import workload_class
+from dse.core.registry import build_context, build_evaluator, workload_class
 from dse.deploy.check import check_table, shapes_of
 from dse.deploy.cover import NoCover, choose
 from dse.deploy.plan import plan_study
-from dse.deploy.problem import CoverProblem, study_problem
+from dse.deploy.problem import CoverProblem, measure_across, study_problem
 from dse.deploy.selector import kernel_index, python_module, select
 from dse.deploy.table import c_header, read_table, write_table
 from dse.storage.store import ResultStore
@@ -453,3 +453,45 @@ def test_a_study_without_a_feasible_result_is_refused(tmp_path, capsys):
               storage)
     assert main(["cover", "none", "--storage", storage]) == 2
     assert "no feasible result to choose kernels from" in capsys.readouterr().err
+
+
+def test_measured_across_shapes_a_smaller_cover_serves_every_shape(tmp_path, capsys):
+    # A ladder whose last rung measures (synthetic: the model's figures, no cheap scoring):
+    # each shape's candidates are measured only on their own shape, so no single kernel
+    # serves both until they are measured across; the cheaper rung's scores never count.
+    storage = str(tmp_path / "across.db")
+    run_study(study_from_dict({
+        "name": "across", "target": "xdna2",
+        "workloads": [{"shape": "256x4096x256", "dtype": "int8-int8"},
+                      {"shape": "4096x256x4096", "dtype": "int8-int8"}],
+        "ladder": [{"evaluator": "analytical", "keep": 2},
+                   {"evaluator": "synthetic", "options": {"work_s": 0.0}}]}), storage)
+    store = ResultStore(storage)
+    before = study_problem(store, "across", per_shape=2)
+    own = [sum(before.tops[i] > 0) for i in range(2)]
+    assert before.tops.shape == (2, len(before.candidates)) and min(own) >= 1
+    assert (before.tops == 0).any()  # pairs the study never measured: not served
+    one = ["cover", "across", "--storage", storage, "--kernels", "1", "--candidates", "2"]
+    assert not (before.tops > 0).all(axis=0).any()  # no candidate measured on both shapes
+    assert main(one) == 2 and "run every shape" in capsys.readouterr().err
+    trials = len(store.load_trials("across"))
+    counts = measure_across(store, "across", per_shape=2)
+    assert counts["measured"] == int((before.tops == 0).sum()) - counts["refused"]
+    assert len(store.load_trials("across")) == trials + counts["measured"]
+    after = study_problem(store, "across", per_shape=2)
+    model = build_evaluator("analytical")
+    for i, workload in enumerate(after.workloads):  # synthetic reports the model's throughput
+        ctx = build_context("xdna2", "int8-int8", workload.shape)
+        for j, candidate in enumerate(after.candidates):
+            try:
+                result = model.evaluate(ctx.space.encode([ctx.space.resolve(candidate)]), ctx)[0]
+            except UsageError:  # outside this shape's domains
+                assert after.tops[i, j] == 0
+                continue
+            assert after.tops[i, j] == pytest.approx(result.metrics["tops"] if result.ok else 0)
+    assert (after.tops > 0).sum() > (before.tops > 0).sum()
+    assert measure_across(store, "across", per_shape=2)["measured"] == 0  # nothing twice
+    code = main([*one, "--measure-across"])
+    captured = capsys.readouterr()
+    assert code == 0 and "measured across shapes: 0 new results" in captured.err
+    assert "serves 2 shapes" in captured.out

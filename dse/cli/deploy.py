@@ -34,6 +34,8 @@ def cmd_cover(args: argparse.Namespace) -> int:
     from dse.deploy.plan import plan_study
     from dse.deploy.table import write_table
 
+    if args.measure_across:
+        _measure_across(args)
     try:
         plan = plan_study(args.store, args.study, args.kernels, args.objective, args.candidates)
     except NoCover as exc:
@@ -49,6 +51,20 @@ def cmd_cover(args: argparse.Namespace) -> int:
               f"{len(plan.table['rules'])} rules, fallback kernel {plan.table['fallback']} "
               "(dse dispatch export it as a C header or a Python module)")
     return 0
+
+
+def _measure_across(args: argparse.Namespace) -> None:
+    """``--measure-across``: each shape's candidates measured on the other shapes first."""
+    import sys
+
+    from dse.deploy.problem import measure_across
+
+    def progress(shape: str, n: int) -> None:
+        print(f"measuring {n} candidate kernels on {shape}", file=sys.stderr, flush=True)
+
+    counts = measure_across(args.store, args.study, args.candidates, progress)
+    print(f"measured across shapes: {counts['measured']} new results, {counts['known']} pairs "
+          f"measured before, {counts['refused']} outside a shape's domains", file=sys.stderr)
 
 
 def _curve_rows(plan: Any) -> list[dict[str, Any]]:
@@ -227,6 +243,10 @@ def add_commands(sub: Any) -> None:
     cover.add_argument("--candidates", type=candidates_per_shape, default=8,
                        help="best configs each shape offers as candidates (default 8, at most "
                        f"{MAX_CANDIDATES})")
+    cover.add_argument("--measure-across", action="store_true",
+                       help="first measure each shape's candidates on every other shape with "
+                       "the study's evaluator (stored as trials of the study): a measured "
+                       "study's cover of fewer kernels than shapes needs those pairs")
     cover.add_argument("--out", metavar="table.json", help="write the dispatch table")
     cover.add_argument("--json", action="store_true")
     cover.set_defaults(func=cmd_cover)

@@ -6,11 +6,14 @@ scores cheaply (the analytical models), each shape's exact best few from the exh
 which also gives the per-shape optimum exactly. Every candidate is then scored on every shape
 with the study's evaluator: a config the shape's rules refuse cannot serve it (throughput 0).
 With an evaluator that cannot score cheaply (a simulator, hardware), only the pairs the study
-measured count.
+measured with it count (a cheaper rung's scores of a ladder do not), and :func:`measure_across`
+measures the pairs it lacks.
 """
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,7 +102,8 @@ def study_problem(store: ResultStore, study: str, per_shape: int = DEFAULT_CANDI
                                                                        strict=True)]
     candidates = _unique([config for configs in found for config in configs])
     tops = np.stack([_scores(evaluator, ctx, candidates) if evaluator.capabilities.score
-                     else _measured(frame, ctx, candidates, params) for ctx in contexts])
+                     else _measured(frame, ctx, candidates, params, evaluator.name)
+                     for ctx in contexts])
     if not searched:
         best, bound = _study_best(frame, contexts)
     optimum = np.maximum(best, tops.max(axis=1, initial=0.0))
@@ -197,12 +201,72 @@ def _scores(evaluator: Evaluator, ctx: EvalContext,
 
 
 def _measured(frame: pd.DataFrame, ctx: EvalContext, candidates: list[dict[str, Any]],
-              params: list[str]) -> np.ndarray:
-    """What the study measured of each candidate on ``ctx``'s workload (0 where nothing)."""
-    rows = frame[_of(frame, ctx.workload) & (frame["status"] == "ok")]
+              params: list[str], evaluator: str) -> np.ndarray:
+    """What the study measured of each candidate on ``ctx``'s workload with ``evaluator`` (0
+    where nothing: a config it failed on, or only a cheaper rung scored, cannot serve)."""
+    rows = frame[_of(frame, ctx.workload) & (frame["status"] == "ok")
+                 & (frame["evaluator"] == evaluator)]
     measured = {tuple(_plain(row[p]) for p in params): float(row["tops"])
                 for _, row in rows.iterrows()}
     return np.array([measured.get(tuple(c.get(p) for p in params), 0.0) for c in candidates])
+
+
+def measure_across(store: ResultStore, study: str, per_shape: int = DEFAULT_CANDIDATES,
+                   progress: Callable[[str, int], None] | None = None) -> dict[str, int]:
+    """Measure every candidate (each shape's ``per_shape`` best results) on every other shape
+    of the study, with the study's evaluator, where it has no result there yet; each result is
+    stored as a trial of the study (:meth:`ResultStore.ingest_results`), so covers, the
+    dashboard and later calls see it. A cover of fewer kernels than shapes needs these pairs
+    when the evaluator cannot score cheaply (hardware, a simulator). ``progress(shape, n)``
+    is called before a shape's ``n`` configs are measured. Returns how many results were
+    stored, how many configs a shape's domains refuse, and how many pairs were measured
+    already; nothing to do for an evaluator that scores every pair itself."""
+    spec = store.study_spec(study)
+    evaluator = build_evaluator(spec["evaluator"]["name"], spec["evaluator"].get("options"))
+    counts = {"measured": 0, "refused": 0, "known": 0}
+    if evaluator.capabilities.score:
+        return counts
+    problem = evaluator.unavailable()
+    if problem:
+        raise UsageError(f"evaluator {evaluator.name!r} cannot run here: {problem}")
+    target, space_spec = load_target(spec["target"]), spec.get("space", {})
+    contexts = [_context(target, workload_from_dict(body), space_spec)
+                for body in spec["workloads"]]
+    frame = store.load_trials(study)
+    params = list(frame.attrs.get("params", []))
+    candidates = _unique([c for configs in _study_candidates(frame, contexts, params, per_shape)
+                          for c in configs])
+    if not candidates:
+        return counts
+    try:
+        for ctx in contexts:
+            rows = frame[_of(frame, ctx.workload) & (frame["evaluator"] == evaluator.name)]
+            tried = {tuple(_plain(row[p]) for p in params) for _, row in rows.iterrows()}
+            configs = []
+            for candidate in candidates:
+                if tuple(candidate.get(p) for p in params) in tried:
+                    counts["known"] += 1
+                    continue
+                try:
+                    configs.append(ctx.space.resolve(candidate))
+                except UsageError:  # a value outside this workload's domain of a parameter
+                    counts["refused"] += 1
+            if not configs:
+                continue
+            if progress is not None:
+                progress(ctx.workload.shape, len(configs))
+            results = evaluator.evaluate(ctx.space.encode(configs), ctx)
+            body = ctx.workload.to_dict()
+            counts["measured"] += len(results)
+            store.ingest_results(study, evaluator,
+                                 [(body, ctx.space.name, config, result)
+                                  for config, result in zip(configs, results, strict=True)],
+                                 {"host": socket.gethostname()})
+    finally:
+        evaluator.close()
+        if counts["measured"]:  # the frame kept when the study's run ended is stale now
+            store.keep_frame(study)
+    return counts
 
 
 def _study_best(frame: pd.DataFrame, contexts: list[EvalContext]) -> tuple[np.ndarray, list[str]]:
