@@ -495,3 +495,13 @@ def test_measured_across_shapes_a_smaller_cover_serves_every_shape(tmp_path, cap
     captured = capsys.readouterr()
     assert code == 0 and "measured across shapes: 0 new results" in captured.err
     assert "serves 2 shapes" in captured.out
+    # the command itself writes (its store opened for writing), and plain covers still read
+    run_study(study_from_dict({"name": "again", "target": "xdna2",
+                               "workloads": [{"shape": "256x4096x256", "dtype": "int8-int8"},
+                                             {"shape": "4096x256x4096", "dtype": "int8-int8"}],
+                               "ladder": [{"evaluator": "analytical", "keep": 2},
+                                          {"evaluator": "synthetic",
+                                           "options": {"work_s": 0.0}}]}), storage)
+    again = ["cover", "again", "--storage", storage, "--kernels", "1", "--candidates", "2"]
+    assert main([*again, "--measure-across"]) == 0
+    assert "measured across shapes: 4 new results" in capsys.readouterr().err

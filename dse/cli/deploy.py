@@ -34,6 +34,8 @@ def cmd_cover(args: argparse.Namespace) -> int:
     from dse.deploy.plan import plan_study
     from dse.deploy.table import write_table
 
+    # read only, unless measuring across shapes adds trials to the study
+    args.store = args.open_store("existing" if args.measure_across else "read")
     if args.measure_across:
         _measure_across(args)
     try:
@@ -235,7 +237,7 @@ def add_commands(sub: Any) -> None:
     cover = sub.add_parser("cover", help="the few kernels that serve a study's mix best, the "
                            "curve of throughput against their number, the dispatch table")
     cover.add_argument("study", type=study_name)
-    add_storage_option(cover)
+    add_storage_option(cover, mode="deferred")
     cover.add_argument("--kernels", type=positive_int, default=4,
                        help="at most this many kernels (default 4)")
     cover.add_argument("--objective", choices=("time", "worst"), default="time",

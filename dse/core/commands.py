@@ -108,5 +108,7 @@ class ResultSink(Protocol):
     safe_url: str
 
     def put_results(self, target: Any, workload_body: Mapping[str, Any], space: str,
+                    configs: Sequence[Mapping[str, Any]],
                     runs: Sequence[tuple[Any, Sequence[Any]]]) -> None:
-        """Store each ``(evaluator, results)`` pair's results on one workload of a target."""
+        """Store each ``(evaluator, results)`` pair's results (one per config of ``configs``,
+        by position) on one workload of a target."""
