@@ -11,6 +11,7 @@ import pytest
 
 from dse import load_trials
 from dse.cli import main
+from dse.core.errors import UsageError
 from dse.storage import open_store
 from dse.storage.frames import best_trials
 from dse.study.runner import run_study
@@ -109,6 +110,24 @@ def test_bad_ladders(ladder, message):
                          "workload": {"shape": "256x256x256", "dtype": "fp32-fp32"},
                          "ladder": ladder})
 
+
+def test_a_ladder_scores_more_configs_than_an_exhaustive_study_stores(monkeypatch):
+    from dse.core import build_context
+    from dse.study.strategies import exhaustive
+
+    spec = study_from_dict({
+        "name": "wide", "target": "cpu", "workload": {"shape": "512x512x512",
+                                                      "dtype": "fp32-fp32"},
+        "ladder": [{"evaluator": "analytical", "keep": 2}, {"evaluator": "cpu"}]})
+    w = spec.workloads[0]
+    ctx = build_context(spec.target, w.dtype.name, w.shape, w.b_layout)
+    total = len(exhaustive.feasible_configs(ctx, spec)["pack_a"])
+    # a ladder stores only what it keeps: the limit on what a study stores is not its
+    monkeypatch.setattr(exhaustive, "DEFAULT_MAX_CONFIGS", total - 1)
+    assert len(exhaustive.feasible_configs(ctx, spec)["pack_a"]) == total
+    monkeypatch.setattr(exhaustive, "LADDER_MAX_CONFIGS", total - 1)
+    with pytest.raises(UsageError, match="ladder's first rung would score"):
+        exhaustive.feasible_configs(ctx, spec)
 
 
 def test_choose_caps_each_group():

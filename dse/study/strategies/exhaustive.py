@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from dse.study.spec import StudySpec
 
 DEFAULT_MAX_CONFIGS = 200_000
+# a ladder stores only what its first rung keeps, so only memory bounds the space it scores
+# (its arrays, about 200 bytes a config)
+LADDER_MAX_CONFIGS = 5_000_000
 SLICE = 10_000  # configs a fast evaluator scores, and the store commits, at once
 ROUND = 4  # a slow evaluator's round, in a sampler's rounds (see run_exhaustive)
 
@@ -25,10 +28,11 @@ def feasible_configs(ctx: EvalContext, spec: StudySpec) -> ConfigBatch:
     """Every feasible config of the study's space for one workload, in a fixed order.
 
     Raises:
-        UsageError: none is feasible, or more than the sampler's ``max_configs``.
+        UsageError: none is feasible, or more than the sampler's ``max_configs`` (a ladder's:
+            :data:`LADDER_MAX_CONFIGS`).
     """
-    options = dict(spec.sampler.options)
-    limit = options.pop("max_configs", DEFAULT_MAX_CONFIGS)
+    options = {} if spec.ladder else dict(spec.sampler.options)
+    limit = options.pop("max_configs", LADDER_MAX_CONFIGS if spec.ladder else DEFAULT_MAX_CONFIGS)
     if options:
         raise UsageError(f"sampler 'exhaustive' has no option {next(iter(options))!r}; "
                          "options: max_configs")
@@ -43,6 +47,10 @@ def feasible_configs(ctx: EvalContext, spec: StudySpec) -> ConfigBatch:
         raise UsageError(f"{spec.source}: no feasible configuration in the space of "
                          f"{ctx.workload.shape} {ctx.workload.dtype.name}"
                          + (f" (rejected by: {why})" if why else "") + "; relax the overrides")
+    if total > limit and spec.ladder:
+        raise UsageError(f"{spec.source}: the ladder's first rung would score {total:,} "
+                         f"configs at once (limit {limit:,}): narrow the space (space.fix, "
+                         "space.range)")
     if total > limit:
         raise UsageError(f"{spec.source}: the exhaustive sampler would store {total:,} "
                          f"configs (limit {limit:,}): narrow the space (space.fix, space.range) "
