@@ -7,8 +7,8 @@ The shapes are the weight GEMMs of the Llama-3.1-8B deploy study
 (``studies/deploy_llama3_8b_amx.yaml``: decode at batch 1, 8 and 32, a prefill of 512 tokens),
 each weighted by its calls in the mix. The library is built from a one-kernel table (the AMX
 family's general kernel): without AMX both sides run the streaming kernels (the packed side skips
-their re-layout of B), with AMX the packed calls run the table's kernels on a copy of B, so the
-ratio shows what packing saves on this CPU, nothing else.
+their re-layout of B), with AMX the packed calls read B in the AMX kernels' layout (no re-layout
+per call either), so the ratio shows what packing saves on this CPU, nothing else.
 
 ``--rounds`` times each shape is timed with B in place and packed, one after the other (which goes
 first alternates); every product is checked against a float64 reference before its time counts
@@ -130,7 +130,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="dse-packed-b-") as folder:
         lib = build(Path(folder), args.dtype)
         lib.dse_set_threads(args.threads)
-        engine = "AMX (packed: the table's kernels on a copy of B)" if lib.dse_gemm_engine() \
+        engine = "AMX (packed: B in the AMX kernels' layout)" if lib.dse_gemm_engine() \
             else "AVX-512 streaming"
         print(f"engine {engine}; {args.threads} threads; {len(shapes)} shapes "
               f"({'AMX absent: ' + amx_problem() if amx_problem() else 'AMX present'})")

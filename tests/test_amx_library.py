@@ -27,9 +27,13 @@ TABLE = {
     "kernels": [
         {"id": 0, "params": {"grid_rows": 2, "grid_cols": 2, "mc": 64, "kc": 256, "nc": 64}},
         {"id": 1, "params": {"grid_rows": 4, "grid_cols": 2, "mc": 8, "kc": 256, "nc": 64,
-                             "engine": "avx512", "split": "n"}}],
+                             "engine": "avx512", "split": "n"}},
+        # B packed per block, a grid of 3 tile columns (B packed once must hold whole grids)
+        {"id": 2, "params": {"grid_rows": 1, "grid_cols": 3, "mc": 32, "kc": 128, "nc": 48,
+                             "pack_b": "block"}}],
     "rules": [{"k": 256, "n": 128, "m_min": 1, "m_max": 8, "kernel": 1},
-              {"k": 256, "n": 128, "m_min": 9, "m_max": None, "kernel": 0}],
+              {"k": 256, "n": 128, "m_min": 9, "m_max": None, "kernel": 0},
+              {"k": 65, "n": 33, "m_min": 1, "m_max": None, "kernel": 2}],
     "fallback": 0,
 }
 SHAPES = [(1, 128, 256, 0), (8, 128, 256, 3), (40, 128, 256, 0), (17, 33, 65, 2), (1, 1, 1, 0)]

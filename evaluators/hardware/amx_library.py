@@ -40,7 +40,8 @@ from evaluators.hardware.amx_stream import stream_source
 
 DTYPES = {"int8-int32": ("s8s8s32", "int8_t", "int32_t"),
           "bf16-fp32": ("bf16bf16f32", "uint16_t", "float")}
-RENAMED = ("dse_gemm", "dse_time", "dse_set_threads", "dse_amx_request")
+RENAMED = ("dse_gemm", "dse_time", "dse_set_threads", "dse_amx_request", "dse_pack",
+           "dse_packed_bytes", "dse_gemm_prepacked")
 # On a CPU without AMX, GEMMs of at most this many rows run the streaming kernels (B read in
 # place, re-laid out in registers: amx_stream), whatever the table says. The space's AVX-512
 # kernels re-lay a row-major B out in memory first and take B's column sums; measured on a Zen 4
@@ -74,9 +75,9 @@ int dse_gemm_engine(void);
  * streaming kernel (small M without AMX), -2 the general AVX-512 kernel, -3 a size below 1. */
 int dse_gemm_kernel(int64_t M, int64_t N, int64_t K);
 /* A weight B (K x N, row-major) that many calls multiply, packed once: the caller may free B.
- * Without AMX the packed calls read B in the streaming kernels' layout and skip re-laying it
- * out at every call; with AMX they run the calls above on a copy of B (nothing saved yet).
- * NULL on a wrong argument or no memory. */
+ * The packed calls skip re-laying B out at every call: without AMX B is packed in the
+ * streaming kernels' layout, with AMX in the AMX kernels' (a shape whose table kernel is an
+ * AVX-512 one then runs the general AMX kernel). NULL on a wrong argument or no memory. */
 typedef struct dse_packed_b dse_packed_b;
 dse_packed_b *dse_pack_b_s8(int64_t K, int64_t N, const int8_t *B, int64_t ldb);
 dse_packed_b *dse_pack_b_bf16(int64_t K, int64_t N, const uint16_t *B, int64_t ldb);
@@ -137,9 +138,14 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
                      f"const {k_in} *, int64_t, {k_out} *, int64_t);")
         lines.append(f"void dse_{name}_set_threads(int);")
         lines.append(f"int dse_{name}_amx_request(void);")
-    for c_suffix, (_, k_in, k_out) in ((v[0], v) for v in DTYPES.values()):
+        lines.append(f"int dse_{name}_gemm_prepacked(int64_t, int64_t, int64_t, const {k_in} *, "
+                     f"int64_t, const char *, {k_out} *, int64_t);")
+    for c_suffix, k_in, k_out in DTYPES.values():
         lines.append(f"int dse_stream_{c_suffix}(int64_t, int64_t, int64_t, const {k_in} *, "
                      f"int64_t, const {k_in} *, int64_t, {k_out} *, int64_t, int);")
+        lines.append(f"int64_t dse_amx_{c_suffix}_packed_bytes(int64_t, int64_t);")
+        lines.append(f"int dse_amx_{c_suffix}_pack(int64_t, int64_t, const {k_in} *, int64_t, "
+                     "char *);")
     lines.append(f"#define STREAM_M {int(stream_m)}LL")
     rules = table["rules"] or []
     lines += ["", "typedef struct { int64_t k, n, m_min, m_max; int kernel; } dse_rule;",
@@ -157,9 +163,13 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
     table_calls = "\n".join(
         f"        case {n}: return dse_k{n}_gemm(M, N, K, A, lda, B, ldb, C, ldc);"
         for n in range(len(table["kernels"])))
+    prepacked_calls = "\n".join(
+        f"        case {n}: done = dse_k{n}_gemm_prepacked(M, N, K, A, lda, B, C, ldc); break;"
+        for n in range(len(table["kernels"])))
     setters = "\n".join(f"    dse_{name}_set_threads(n);" for name, _, _ in kernels)
     lines.append(DISPATCH.format(suffix=suffix, c_in=c_in, c_out=c_out, table_calls=table_calls,
-                                 setters=setters, request="dse_amx_s8s8s32_amx_request"))
+                                 prepacked_calls=prepacked_calls, setters=setters,
+                                 request="dse_amx_s8s8s32_amx_request"))
     for dtype, (other_suffix, o_in, o_out) in DTYPES.items():
         if dtype != table["dtype"]:
             lines.append(GENERAL_ENTRY.format(suffix=other_suffix, c_in=o_in, c_out=o_out))
@@ -251,9 +261,25 @@ int dse_gemm_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t 
     }}
     return -1;
 }}
+
+/* With AMX, on B packed once: the kernel of the shape's rule where it reads the packed layout
+ * (every AMX kernel), else (an AVX-512 kernel of the table) the general AMX kernel. */
+static int prepacked_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t lda,
+                              const char *B, {c_out} *C, int64_t ldc) {{
+    int done = 3;
+    switch (dse_gemm_kernel(M, N, K)) {{
+{prepacked_calls}
+    }}
+    return done == 3 ? dse_amx_{suffix}_gemm_prepacked(M, N, K, A, lda, B, C, ldc) : done;
+}}
 """
 
 GENERAL_ENTRY = r"""
+static int prepacked_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t lda,
+                              const char *B, {c_out} *C, int64_t ldc) {{
+    return dse_amx_{suffix}_gemm_prepacked(M, N, K, A, lda, B, C, ldc);
+}}
+
 int dse_gemm_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t lda,
                       const {c_in} *B, int64_t ldb, {c_out} *C, int64_t ldc) {{
     init();
@@ -265,11 +291,10 @@ int dse_gemm_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t 
 }}
 """
 
-# B packed once: without AMX in the streaming kernels' layout, with AMX a copy the calls of
-# the table's kernels read (they pack B as they go)
+# B packed once: without AMX in the streaming kernels' layout, with AMX in the AMX kernels'
+# (VNNI strips of 16 columns over all of K, as pack_b=gemm lays B out on every call)
 PACKED_API = r"""
 #include <stdlib.h>
-#include <string.h>
 void *dse_stream_pack_s8(int64_t, int64_t, const int8_t *, int64_t, int);
 void *dse_stream_pack_bf16(int64_t, int64_t, const uint16_t *, int64_t, int);
 void dse_stream_packed_free(void *);
@@ -282,42 +307,44 @@ typedef struct dse_packed_b {
     int kind;  /* 1: int8, 2: bf16 */
     int64_t K, N;
     void *stream;  /* without AMX: the streaming kernels' layout */
-    void *copy;    /* with AMX: B row-major, ldb = N */
+    char *vnni;    /* with AMX: the AMX kernels' */
 } dse_packed_b;
 
-static dse_packed_b *pack_b(int kind, int64_t K, int64_t N, const void *B, int64_t ldb,
-                            size_t size) {
+static dse_packed_b *pack_b(int kind, int64_t K, int64_t N, const void *B, int64_t ldb) {
     init();
     if (K < 1 || N < 1 || !B || ldb < N) return NULL;
     dse_packed_b *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->kind = kind; p->K = K; p->N = N;
     if (engine) {
-        p->copy = malloc((size_t)K * (size_t)N * size);
-        if (p->copy)
-            for (int64_t k = 0; k < K; k++)
-                memcpy((char *)p->copy + (size_t)k * N * size,
-                       (const char *)B + (size_t)k * ldb * size, (size_t)N * size);
+        int64_t bytes = kind == 1 ? dse_amx_s8s8s32_packed_bytes(K, N)
+                                  : dse_amx_bf16bf16f32_packed_bytes(K, N);
+        p->vnni = aligned_alloc(64, (size_t)(bytes + 63) / 64 * 64);
+        if (p->vnni && (kind == 1 ? dse_amx_s8s8s32_pack(K, N, B, ldb, p->vnni)
+                                  : dse_amx_bf16bf16f32_pack(K, N, B, ldb, p->vnni))) {
+            free(p->vnni);
+            p->vnni = NULL;
+        }
     } else {
         p->stream = kind == 1 ? dse_stream_pack_s8(K, N, B, ldb, threads)
                               : dse_stream_pack_bf16(K, N, B, ldb, threads);
     }
-    if (!p->copy && !p->stream) { free(p); return NULL; }
+    if (!p->vnni && !p->stream) { free(p); return NULL; }
     return p;
 }
 
 dse_packed_b *dse_pack_b_s8(int64_t K, int64_t N, const int8_t *B, int64_t ldb) {
-    return pack_b(1, K, N, B, ldb, 1);
+    return pack_b(1, K, N, B, ldb);
 }
 
 dse_packed_b *dse_pack_b_bf16(int64_t K, int64_t N, const uint16_t *B, int64_t ldb) {
-    return pack_b(2, K, N, B, ldb, 2);
+    return pack_b(2, K, N, B, ldb);
 }
 
 void dse_free_packed_b(dse_packed_b *B) {
     if (!B) return;
     dse_stream_packed_free(B->stream);
-    free(B->copy);
+    free(B->vnni);
     free(B);
 }
 
@@ -330,7 +357,7 @@ int dse_gemm_s8s8s32_packed(int64_t M, const dse_packed_b *B, const int8_t *A, i
                             int32_t *C, int64_t ldc) {
     init();
     if (bad_packed(1, M, B, A, lda, C, ldc)) return 1;
-    if (B->copy) return dse_gemm_s8s8s32(M, B->N, B->K, A, lda, B->copy, B->N, C, ldc);
+    if (B->vnni) return prepacked_s8s8s32(M, B->N, B->K, A, lda, B->vnni, C, ldc);
     return dse_stream_s8s8s32_packed(M, B->stream, A, lda, C, ldc, threads);
 }
 
@@ -338,7 +365,7 @@ int dse_gemm_bf16bf16f32_packed(int64_t M, const dse_packed_b *B, const uint16_t
                                 int64_t lda, float *C, int64_t ldc) {
     init();
     if (bad_packed(2, M, B, A, lda, C, ldc)) return 1;
-    if (B->copy) return dse_gemm_bf16bf16f32(M, B->N, B->K, A, lda, B->copy, B->N, C, ldc);
+    if (B->vnni) return prepacked_bf16bf16f32(M, B->N, B->K, A, lda, B->vnni, C, ldc);
     return dse_stream_bf16bf16f32_packed(M, B->stream, A, lda, C, ldc, threads);
 }
 """

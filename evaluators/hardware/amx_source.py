@@ -24,6 +24,10 @@ dimensions honoured) over 16x16 C tiles:
   ``a_strip`` walks a row strip across the block's columns (the A strip stays in L1),
   ``b_strip`` a column strip down its rows.
 - The C region is split over ``threads`` OpenMP threads by rows, columns or both (``split``).
+- A weight reused by many calls can be packed once (``dse_pack``: the ``pack_b=gemm`` layout
+  of a row-major B, with zero strips for whole grids) and multiplied by any AMX kernel of the
+  dtype with ``dse_gemm_prepacked``, which skips packing B (``pack_b=block`` kernels read
+  their blocks from it).
 
 Tails: packing pads A and B with zeros to whole tiles; a C tile that reaches past M or N goes
 through a 16x16 buffer. With ``emulate`` the tile instructions are computed in C (the header's
@@ -470,7 +474,7 @@ static void dse_region(const TIN *A, int64_t lda, const TIN *B, int64_t ldb, TOU
             const char *b, *a;
             const int32_t *comp = 0;
             int64_t b_ss, a_ss, a_ks, a_ts;
-            if (PACK_B_BLOCK) {
+            if (PACK_B_BLOCK && !bp) {
                 /* packed once per B block: in b_block order only where the block changes */
                 if (!B_BLOCK || in == inner_lo)
                     dse_pack_b(B, ldb, K, N, pc, kc, jc, 0, nc_pad / 16, (TIN *)bbuf, cbuf, 0);
@@ -521,11 +525,9 @@ static int dse_threads = THREADS;
 
 void dse_set_threads(int n) { dse_threads = n > 0 ? n : THREADS; }
 
-/* C = A @ B for row-major A (M x K, lda), B (K x N, ldb), C (M x N, ldc); 0 on success. */
-int dse_gemm(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const TIN *B,
-             int64_t ldb, TOUT *C, int64_t ldc) {
-    if (M < 1 || N < 1 || K < 1 || !A || !B || !C || lda < K || ldb < (B_COL ? K : N)
-        || ldc < N) return 1;
+/* C = A @ B with B as it lies (``packed`` null) or packed by dse_pack (B unused). */
+static int dse_gemm_on(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda,
+                       const TIN *B, int64_t ldb, TOUT *C, int64_t ldc, const char *packed) {
     const int64_t grow = ROWS * GR, gcol = (PACK_B_NONE ? 1 : 16) * GC;
     int threads = dse_threads < MAX_THREADS ? dse_threads : MAX_THREADS;
     /* the split: a tm x tn grid of thread regions, each a whole number of micro-tile grids */
@@ -538,17 +540,19 @@ int dse_gemm(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const T
     int64_t n_share = dse_round_up((N + tn - 1) / tn, gcol);
     int64_t strips = dse_round_up(N, gcol) / 16;
     int64_t bp_strip = dse_round_up(K, KT) / VN * 16 * VN * (int64_t)sizeof(TIN);
-    char *bp = PACK_B_GEMM ? dse_buffer(0, (size_t)(strips * bp_strip) + 4096) : 0;
+    int pack = PACK_B_GEMM && !packed;
+    char *own = pack ? dse_buffer(0, (size_t)(strips * bp_strip) + 4096) : 0;
+    const char *bp = packed ? packed : own;
     int64_t comp_stride = strips * 16;
-    int32_t *comp_all = COMP && PACK_B_GEMM
+    int32_t *comp_all = COMP && pack
         ? dse_buffer(255, (size_t)((K + KC - 1) / KC * comp_stride) * sizeof(int32_t)) : 0;
-    if (PACK_B_GEMM && (!bp || (COMP && !comp_all))) return 2;
+    if (pack && (!own || (COMP && !comp_all))) return 2;
     #pragma omp parallel num_threads(threads)
     {
         int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-        if (PACK_B_GEMM) {
+        if (pack) {
             int64_t lo = strips * tid / nt, hi = strips * (tid + 1) / nt;
-            dse_pack_b(B, ldb, K, N, 0, K, 0, lo, hi, (TIN *)bp, comp_all, comp_stride);
+            dse_pack_b(B, ldb, K, N, 0, K, 0, lo, hi, (TIN *)own, comp_all, comp_stride);
             #pragma omp barrier
         }
         if (!AVX512) TILE_CONFIG();
@@ -567,6 +571,43 @@ int dse_gemm(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const T
         if (!AVX512) TRELEASE();
     }
     return 0;
+}
+
+/* C = A @ B for row-major A (M x K, lda), B (K x N, ldb), C (M x N, ldc); 0 on success. */
+int dse_gemm(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const TIN *B,
+             int64_t ldb, TOUT *C, int64_t ldc) {
+    if (M < 1 || N < 1 || K < 1 || !A || !B || !C || lda < K || ldb < (B_COL ? K : N)
+        || ldc < N) return 1;
+    return dse_gemm_on(M, N, K, A, lda, B, ldb, C, ldc, 0);
+}
+
+/* B packed once for many calls: each 16-column strip of a row-major B in VNNI for all of K,
+ * as pack_b=gemm lays it out per call, with 3 zero strips past N (a grid of up to 4 tile
+ * columns reads whole grids); dse_packed_bytes(K, N) bytes at dst. 0 on success; 3 from a
+ * kernel that packs otherwise (B stored N x K, or the AVX-512 int8 kernels, which also take
+ * B's column sums per K block). */
+int64_t dse_packed_bytes(int64_t K, int64_t N) {
+    return ((N + 15) / 16 + 3) * (dse_round_up(K, KT) / VN * 16 * VN * (int64_t)sizeof(TIN));
+}
+
+int dse_pack(int64_t K, int64_t N, const TIN *B, int64_t ldb, char *dst) {
+    if (B_COL || COMP) return 3;
+    if (K < 1 || N < 1 || !B || !dst || ldb < N) return 1;
+    int threads = dse_threads < MAX_THREADS ? dse_threads : MAX_THREADS;
+    int64_t strips = (N + 15) / 16 + 3;
+    #pragma omp parallel for num_threads(threads)
+    for (int64_t s = 0; s < strips; s++)
+        dse_pack_b(B, ldb, K, N, 0, K, 0, s, s + 1, (TIN *)dst, 0, 0);
+    return 0;
+}
+
+/* C = A @ B with B packed by dse_pack (of any AMX kernel of this dtype); 3 from a kernel
+ * that cannot read it (the AVX-512 ones, pack_b=none, B stored N x K). */
+int dse_gemm_prepacked(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda,
+                       const char *packed, TOUT *C, int64_t ldc) {
+    if (AVX512 || PACK_B_NONE || B_COL) return 3;
+    if (M < 1 || N < 1 || K < 1 || !A || !packed || !C || lda < K || ldc < N) return 1;
+    return dse_gemm_on(M, N, K, A, lda, 0, N, C, ldc, packed);
 }
 
 /* Seconds of ``repeats`` calls of dse_gemm (the harness's timer; negative on an error). */
