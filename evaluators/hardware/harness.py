@@ -120,7 +120,12 @@ class Worker:
                 return "timeout", None
             return self._conn.recv()
         except (EOFError, OSError):  # the pipe closed: the process is gone
-            code = self._process.exitcode if self._process is not None else None
+            code = None
+            if self._process is not None:
+                # the pipe closes before the process is reaped: its exit code is known only
+                # once join returns
+                self._process.join(5)
+                code = self._process.exitcode
             self.kill()
             return "error", f"the worker process died (exit code {code})"
 
