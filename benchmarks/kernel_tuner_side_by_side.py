@@ -1,7 +1,8 @@
 """Search efficiency against Kernel Tuner: measurements to come within 3 % of the best.
 
 Run:
-    python benchmarks/kernel_tuner_side_by_side.py [--seeds 3] [--budget 40] [--keep 48]
+    python benchmarks/kernel_tuner_side_by_side.py [--seeds 3] [--budget 40] [--keep 24]
+        [--refine 24]
         [--engine amx|avx512] [--shape 4096x4096x4096] [--iterations 3] [--memo DIR]
         [--kernel-tuner-python PATH]
     python benchmarks/kernel_tuner_side_by_side.py --setup   # first make .kernel-tuner-venv (pip)
@@ -22,9 +23,12 @@ Strategies, each for ``--seeds`` seeds:
 
 * Kernel Tuner's ``random_sample``, ``genetic_algorithm`` and ``bayes_opt`` (its defaults),
   ``--budget`` distinct configs each (``max_fevals``);
-* dse's ladder: the analytical model ranks every feasible config and the study's first rung
-  keeps its best ``--keep`` (at most 3 per grid, mc and kc, as the shipped study), measured in
-  the model's order (deterministic: the same for every seed);
+* dse's ladder as the shipped study runs it: the analytical model ranks every feasible config,
+  the first rung keeps its best ``--keep`` (at most 3 per grid, mc and kc), measured in the
+  model's order, then ``--refine`` more on the walk from the best measured through configs one
+  parameter away, the model ordering each neighbourhood (the study's ``refine``; defaults: the
+  study's 24 and 24); beside it, the model's top ``keep + refine`` measured alone, the same
+  number of measurements without the walk (both deterministic: the same for every seed);
 * Optuna's TPE as dse runs it (multivariate, windowed) straight on the hardware, ``--budget``
   distinct configs measured (an infeasible config asked is told pruned and not measured; a config
   asked again is not measured again).
@@ -293,9 +297,9 @@ def feasible_space(spec_dict: dict[str, Any]) -> tuple[Any, Any, Any]:
     return spec, ctx, batch_concat(parts, list(ctx.space.params()))
 
 
-def ladder_order(spec: Any, ctx: Any, feasible: Any, keep: int) -> tuple[list[dict], float]:
-    """The configs dse's ladder measures, in the model's order, and the seconds ranking took."""
-    from dse.core.params import batch_take
+def ladder_order(spec: Any, ctx: Any, feasible: Any, keep: int) -> tuple[Any, Any, float]:
+    """The model's score of every feasible config, the indices of the ``keep`` configs dse's
+    ladder's first rung passes on (in the model's order) and the seconds ranking took."""
     from dse.core.registry import build_evaluator
     from dse.study.strategies.ladder import choose
 
@@ -306,8 +310,32 @@ def ladder_order(spec: Any, ctx: Any, feasible: Any, keep: int) -> tuple[list[di
     groups = list(zip(*(feasible[n].tolist() for n in rung.group_by), strict=True)) \
         if rung.group_by else None
     kept = choose(scores, keep, rung.select, groups, rung.per_group, ctx.space.tie_order(feasible))
-    configs = ctx.space.decode(batch_take(feasible, kept))
-    return configs, time.perf_counter() - start
+    return scores, kept, time.perf_counter() - start
+
+
+def refined_ladder(service: Service, ctx: Any, feasible: Any, scores: Any, kept: Any,
+                   first: dict[str, float | None], refine: int) -> list[str]:
+    """The cache keys the refining ladder measures: its first rung's ``kept`` (their times in
+    ``first``, by key), then ``refine`` configs of the walk from the best measured (dse's
+    ``refine`` rung option, the model ordering each neighbourhood)."""
+    import numpy as np
+
+    from dse.core.params import batch_take
+    from dse.study.strategies.refine import walk
+
+    def value(seconds: float | None) -> float:
+        return -seconds if seconds is not None else float("nan")
+
+    keys = list(first)
+    measured = {int(i): value(first[k]) for i, k in zip(kept, keys, strict=True)}
+
+    def measure(picks: list[int]) -> list[float]:
+        answers = service.measure(ctx.space.decode(batch_take(feasible, np.array(picks))))
+        keys.extend(key for key, _ in answers)
+        return [value(seconds) for _, seconds in answers]
+
+    walk(feasible, scores, measured, refine, measure, ties=ctx.space.tie_order(feasible))
+    return keys
 
 
 class Service:
@@ -441,8 +469,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3, help="seeds per strategy (default 3)")
     parser.add_argument("--budget", type=int, default=40,
                         help="distinct configs a Kernel Tuner or TPE run measures (default 40)")
-    parser.add_argument("--keep", type=int, default=48,
-                        help="configs dse's ladder measures (default 48, the shipped study's)")
+    parser.add_argument("--keep", type=int,
+                        help="configs dse's ladder's first rung passes on (default: the shipped "
+                        "study's)")
+    parser.add_argument("--refine", type=int,
+                        help="configs dse's ladder measures on its walk from the best of them "
+                        "(default: the shipped study's)")
     parser.add_argument("--engine", choices=("amx", "avx512"),
                         help="default: amx where this CPU has it, else avx512")
     parser.add_argument("--shape", default="4096x4096x4096", help="MxKxN (default 4096^3)")
@@ -498,8 +530,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.shape} int8 (B {ctx.workload.b_layout}), engine {engine}: "
           f"{len(configs):,} feasible configs of the shipped study's space; tuned: "
           f"{', '.join(names)}", flush=True)
-    ladder, rank_s = ladder_order(spec, ctx, feasible, args.keep)
-    print(f"dse ladder: the model ranked them in {rank_s:.1f} s; {len(ladder)} kept", flush=True)
+    keep = args.keep if args.keep is not None else spec.ladder[0].keep
+    refine = args.refine if args.refine is not None else spec.ladder[-1].refine
+    scores, kept, rank_s = ladder_order(spec, ctx, feasible, keep + refine)
+    print(f"dse ladder: the model ranked them in {rank_s:.1f} s; {keep} kept, then {refine} "
+          f"measured on the walk (and the model's top {len(kept)} alone)", flush=True)
 
     flags = [f for f in (*BASE_FLAGS, *(AMX_FLAGS if engine == "amx" else ()))
              if f not in ("-shared", "-fPIC")]
@@ -529,7 +564,12 @@ def main(argv: list[str] | None = None) -> int:
         service.wait_ready()
         print(f"Kernel Tuner's runs done ({time.perf_counter() - started:.0f} s); dse's ladder",
               flush=True)
-        ladder_keys = [key for key, _ in service.measure(ladder)]
+        from dse.core.params import batch_take
+
+        top = service.measure(ctx.space.decode(batch_take(feasible, kept)))
+        ladder_keys = [key for key, _ in top]
+        refined_keys = refined_ladder(service, ctx, feasible, scores, kept[:keep],
+                                      dict(top[:keep]), refine)
         tpe_runs = []
         for seed in range(1, args.seeds + 1):
             tpe_runs.append(tpe_run(service, ctx, spec, seed, args.budget, 20 * args.budget))
@@ -539,7 +579,8 @@ def main(argv: list[str] | None = None) -> int:
         report = json.loads(out.read_text())
     # what the table is computed from, kept beside the memo (the runs' orders, the times)
     kept = memo.with_suffix(".runs.json")
-    kept.write_text(json.dumps({**report, "ladder": ladder_keys, "rank_s": rank_s,
+    kept.write_text(json.dumps({**report, "ladder": ladder_keys, "refined": refined_keys,
+                                "keep": keep, "rank_s": rank_s,
                                 "tpe": tpe_runs, "args": vars(args) | {"kt_driver": None}}))
     print(f"all measured in {time.perf_counter() - started:.0f} s; the runs: {kept}", flush=True)
     return summarise(json.loads(kept.read_text()), args)
@@ -551,7 +592,10 @@ def summarise(report: dict[str, Any], args: argparse.Namespace) -> int:
     memo = {k: Measured(v["seconds"], v["cost_s"]) for k, v in report["memo"].items()}
     failed = {k: v["error"] for k, v in report["memo"].items() if v["seconds"] is None}
     best = best_time(memo)
-    tol, budget, ladder_keys = args.tolerance, args.budget, report["ladder"]
+    tol, budget = args.tolerance, args.budget
+    # the study's ladder (its first rung's best, then the walk); a runs file from before the walk
+    # has the model's top list alone
+    ladder_keys = report.get("refined", report["ladder"])
     best_key = min((k for k in memo if memo[k].seconds is not None),
                    key=lambda k: memo[k].seconds or 0.0)
     print(f"\nKernel Tuner {report['version']}; {len(memo)} distinct configs in the memo, each "
@@ -568,9 +612,16 @@ def summarise(report: dict[str, Any], args: argparse.Namespace) -> int:
         runs = [r for r in report["runs"] if r["strategy"] == strategy]
         line, medians[strategy] = row(f"Kernel Tuner {strategy}", runs, memo, best, tol, budget)
         print(line)
-    ladder = {"visited": ladder_keys, "own_s": report["rank_s"]}
-    line, ladder_median = row(f"dse ladder (model, {len(distinct(ladder_keys))} measured)",
-                              [ladder], memo, best, tol, len(ladder_keys))
+    if "refined" in report:
+        top = report["ladder"]
+        line, _ = row(f"dse model's top {len(distinct(top))} alone",
+                      [{"visited": top, "own_s": report["rank_s"]}], memo, best, tol, len(top))
+        print(line)
+    label = (f"dse ladder ({report['keep']} + {len(distinct(ladder_keys)) - report['keep']} "
+             "walked)" if "refined" in report else
+             f"dse ladder (model, {len(distinct(ladder_keys))} measured)")
+    line, ladder_median = row(label, [{"visited": ladder_keys, "own_s": report["rank_s"]}],
+                              memo, best, tol, len(ladder_keys))
     print(line + "   (deterministic: the same for every seed)")
     line, _ = row("dse TPE on the hardware", report["tpe"], memo, best, tol, budget)
     print(line)
@@ -611,8 +662,10 @@ def _bad_input(args: argparse.Namespace) -> str | None:
         dims = []
     if len(dims) != 3 or min(dims) < 1:
         return f"--shape {args.shape!r} is not MxKxN with three whole numbers >= 1"
-    if args.seeds < 1 or args.iterations < 1 or args.keep < 1:
+    if args.seeds < 1 or args.iterations < 1 or (args.keep is not None and args.keep < 1):
         return "--seeds, --iterations and --keep must be at least 1"
+    if args.refine is not None and args.refine < 0:
+        return "--refine must be at least 0"
     unknown = [s for s in args.strategies.split(",") if s not in KT_STRATEGIES]
     if unknown:
         return f"unknown strategy {unknown[0]!r}; choose from {', '.join(KT_STRATEGIES)}"

@@ -72,10 +72,11 @@ def test_both_sides_search_the_same_feasible_configs_and_the_ladder_ranks_them()
     configs = ctx.space.decode(feasible)
     assert configs and all(c["engine"] == "avx512" for c in configs)
     assert bool(ctx.space.check(feasible).ok.all())
-    ladder, _ = side.ladder_order(spec, ctx, feasible, 6)
-    assert len(ladder) == 6
-    keys = {tuple(sorted(c.items())) for c in configs}
-    assert all(tuple(sorted(c.items())) in keys for c in ladder)
+    scores, kept, _ = side.ladder_order(spec, ctx, feasible, 6)
+    assert len(kept) == 6 and len(scores) == len(configs)
+    assert scores[kept[0]] == np.nanmax(scores) and (np.diff(scores[kept]) <= 0).all()
+    # the shipped study's ladder: its first rung's best, then a walk from the best measured
+    assert spec.ladder[0].keep == 24 and spec.ladder[-1].refine == 24
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -118,7 +119,7 @@ def test_the_source_kernel_tuner_gets_compiles_as_c_and_returns_its_time(tmp_pat
         pytest.skip(problem)
     m, k, n = 37, 200, 70  # tails on every side
     spec, ctx, feasible = side.feasible_space(side.study("avx512", f"{m}x{k}x{n}"))
-    config = side.ladder_order(spec, ctx, feasible, 1)[0][0]
+    config = ctx.space.decode(feasible)[side.ladder_order(spec, ctx, feasible, 1)[1][0]]
     source = kernel_source(config, side.DTYPE, "row") + side.WRAPPER.format(
         name=side.KERNEL, M=m, N=n, K=k, ldb=n)
     assert 'extern "C"' in source  # Kernel Tuner then leaves it unwrapped: it is C

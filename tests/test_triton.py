@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -331,26 +332,36 @@ def _run_offline_jobs(configs, results, **env):
     return done.stderr
 
 
-def test_a_ladder_measures_its_gpu_rung_offline(tmp_path, capsys):
-    """Without a GPU, ``dse run --offline`` exports the configs the model kept; the runner
-    measures them (here under the interpreter); after ingesting, the same command finishes the
-    ladder with the rank agreement and exports nothing more."""
+def _offline_study(tmp_path, name: str, workloads: str, ladder: str) -> tuple[str, Path, Path,
+                                                                             list[str]]:
+    """A ladder study over h200 whose triton rung is measured offline (skipped where a GPU
+    runs it here): its store, configs file, results file and the ``dse run --offline`` line."""
     _interpreter_or_skip()
-    from dse import load_trials
-    from dse.storage import open_store
     from evaluators.hardware.triton_gpu import TritonEvaluator
 
     if TritonEvaluator().unavailable() is None:
         pytest.skip("this machine has a GPU: the rung runs here")
     study = tmp_path / "s.yaml"
-    study.write_text(
-        "name: offl\ntarget: h200\nworkloads:\n  - {shape: 96x80x72, dtype: fp16-fp16}\n"
-        "  - {shape: 64x64x64, dtype: fp16-fp16}\n"
-        "space: {fix: {num_warps: 1, num_stages: 1, SPLIT_K: 1}}\n"
-        "ladder:\n  - {evaluator: analytical, keep: 3}\n  - {evaluator: triton}\n")
+    study.write_text(f"name: {name}\ntarget: h200\n{workloads}"
+                     "space: {fix: {num_warps: 1, num_stages: 1, SPLIT_K: 1}}\n"
+                     f"ladder:\n{ladder}")
     storage, configs, results = (str(tmp_path / "o.db"), tmp_path / "jobs.json",
                                  tmp_path / "results.json")
-    command = ["run", str(study), "--storage", storage, "--offline", str(configs)]
+    return storage, configs, results, ["run", str(study), "--storage", storage, "--offline",
+                                       str(configs)]
+
+
+def test_a_ladder_measures_its_gpu_rung_offline(tmp_path, capsys):
+    """Without a GPU, ``dse run --offline`` exports the configs the model kept; the runner
+    measures them (here under the interpreter); after ingesting, the same command finishes the
+    ladder with the rank agreement and exports nothing more."""
+    from dse import load_trials
+    from dse.storage import open_store
+
+    storage, configs, results, command = _offline_study(
+        tmp_path, "offl", "workloads:\n  - {shape: 96x80x72, dtype: fp16-fp16}\n"
+        "  - {shape: 64x64x64, dtype: fp16-fp16}\n",
+        "  - {evaluator: analytical, keep: 3}\n  - {evaluator: triton}\n")
     assert main(command[:-2]) == 2  # without --offline the rung is refused
     assert "--offline FILE" in capsys.readouterr().err
     assert main(command) == 0
@@ -369,6 +380,35 @@ def test_a_ladder_measures_its_gpu_rung_offline(tmp_path, capsys):
     assert len(measured) == 6 and (measured["status"] == "ok").all()
     report = open_store(storage).fidelity_report("offl")
     assert len(report) == 2 and all(r["n"] == 3 for r in report)
+
+
+def test_an_offline_rung_walks_one_exported_round_at_a_time(tmp_path, capsys):
+    """A rung's walk (``refine``) measured elsewhere: each run exports the next round, each a
+    neighbour of the best config measured so far, until the walk is done."""
+    from dse import load_trials
+
+    storage, configs, results, command = _offline_study(
+        tmp_path, "walked", "workload: {shape: 64x64x64, dtype: fp16-fp16}\n",
+        "  - {evaluator: analytical, keep: 2}\n  - {evaluator: triton, refine: 2}\n")
+    exported = []
+    for _ in range(3):  # the kept two, then the walk's two rounds of one (one worker)
+        assert main(command) == 0
+        exported.append(len(json.loads(configs.read_text())["configs"]))
+        capsys.readouterr()
+        _run_offline_jobs(configs, results)
+        assert main(["ingest", str(results), "--storage", storage,
+                     "--accept-interpreted"]) == 0
+    assert exported == [2, 1, 1]
+    assert main(command) == 0
+    assert "the study is complete" in capsys.readouterr().out
+    frame = load_trials(storage, "walked")
+    measured = frame[frame["evaluator"] == "triton"]
+    assert len(measured) == 4 and (measured["status"] == "ok").all()
+    params = frame.attrs["params"]
+    first = measured.iloc[:2][params].to_dict("records")
+    for _, walked in measured.iloc[2:][params].iterrows():
+        assert any(sum(walked[p] != c[p] for p in params) == 1 for c in first)
+        first.append(walked.to_dict())
 
 
 def test_a_gpu_study_refuses_to_start_without_a_gpu(tmp_path):

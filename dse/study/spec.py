@@ -83,6 +83,10 @@ class Rung:
     # shortlist is not filled with variants the cheap rung cannot tell apart)
     group_by: tuple[str, ...] = ()
     per_group: int | None = None
+    # after its configs, this many more measured on a walk from the best of them through
+    # configs one parameter away, the first rung's scores ordering each neighbourhood
+    # (dse.study.strategies.refine)
+    refine: int = 0
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,8 @@ class StudySpec:
             **({"ladder": [{"evaluator": r.evaluator.name, "options": r.evaluator.options,
                             "keep": r.keep, "select": r.select, "trials": r.trials,
                             **({"group_by": list(r.group_by), "per_group": r.per_group}
-                               if r.group_by else {})}
+                               if r.group_by else {}),
+                            **({"refine": r.refine} if r.refine else {})}
                            for r in self.ladder]} if self.ladder else {}),
             # a study's weights and mix say what its workloads stand for (dse cover reads them)
             **({"weights": list(self.weights)} if self.weights else {}),
@@ -371,7 +376,7 @@ def _ladder(r: _Reader, raw: Any, target: Any, params: tuple[str, ...]) -> tuple
     for i, item in enumerate(raw):
         key = f"ladder[{i}]"
         data = r.mapping(item, key, ("evaluator", "options", "keep", "select", "budget",
-                                     "group_by", "per_group"))
+                                     "group_by", "per_group", "refine"))
         plugin = _plugin(r, {"name": data.get("evaluator", _MISSING),
                              "options": data.get("options", {})}, f"{key}.evaluator", None)
         _check_evaluator_space(r, plugin, target, f"{key}.evaluator")
@@ -391,6 +396,13 @@ def _ladder(r: _Reader, raw: Any, target: Any, params: tuple[str, ...]) -> tuple
         if ("per_group" in data) != bool(group_by):
             raise r.fail(f"{key}.per_group", data.get("per_group", _MISSING),
                          "give group_by and per_group together")
+        refine = r.integer(data.get("refine", 0), f"{key}.refine", 0, "ladder.refine")
+        if refine and i == 0:
+            raise r.fail(f"{key}.refine", refine, "a walk on a later rung: the first rung's "
+                         "scores order the neighbourhoods it walks through")
+        if refine and not evaluator_class(rungs[0].evaluator.name).capabilities.score:
+            raise r.fail(f"{key}.refine", refine, "a first rung that scores the whole space "
+                         f"at once, which {rungs[0].evaluator.name!r} does not")
         rungs.append(Rung(
             evaluator=plugin, keep=None if keep is None else r.integer(keep, f"{key}.keep", 1,
                                                                 "ladder.keep"),
@@ -399,7 +411,7 @@ def _ladder(r: _Reader, raw: Any, target: Any, params: tuple[str, ...]) -> tuple
                              "ladder.budget.trials")
             if "trials" in budget else None, group_by=group_by,
             per_group=r.integer(data["per_group"], f"{key}.per_group", 1, "ladder.per_group")
-            if group_by else None))
+            if group_by else None, refine=refine))
     return tuple(rungs)
 
 

@@ -4,12 +4,14 @@ rung ranked what the dearer one measured is recorded.
 Rung 0 scores every feasible config of the study's space (vectorised when its evaluator can);
 its kept configs, and every config a later rung scores, become trials. After each later rung the
 rank agreement with the rung before it, on the configs both scored, is stored: Spearman and
-Kendall (tau-b) correlations and the overlap of their top-k sets. Re-running the study reuses
-every stored result and adds no trial twice.
+Kendall (tau-b) correlations and the overlap of their top-k sets. A later rung with ``refine: N``
+then measures N more configs on a walk from the best it measured (dse.study.strategies.refine).
+Re-running the study reuses every stored result and adds no trial twice.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,6 +23,7 @@ from dse.core.results import EvalResult
 from dse.core.strategy_record import Strategy
 from dse.study.execution.port import Port, WorkloadRun, chunked, config_keys
 from dse.study.execution.progress import Stage
+from dse.study.strategies.refine import walk
 
 if TYPE_CHECKING:
     from dse.study.execution.pool import Pool
@@ -95,31 +98,80 @@ def run_ladder(port: Port, run: WorkloadRun) -> None:
         return np.array([sign * float(r.metrics[objective.metric]) if r.ok else np.nan
                          for r in results])
 
-    batch = port.feasible(run)
+    space = batch = port.feasible(run)
+    positions = np.arange(batch_len(space))  # of the batch's configs in the space
+    cheap: np.ndarray | None = None  # the first rung's score of every config of the space
     previous: dict[str, float] | None = None
     for index, rung in enumerate(spec.ladder):
         evaluator = port.resolution.evaluator(rung.evaluator)
         if index == 0 and evaluator.capabilities.score:  # score the whole space at once
-            values = evaluator.score(batch, ctx)[objective.metric].astype(float) * sign
-            batch = batch_take(batch, _kept(ctx, rung, batch, values))
+            cheap = evaluator.score(batch, ctx)[objective.metric].astype(float) * sign
+            positions = _kept(ctx, rung, batch, cheap)
+            batch = batch_take(space, positions)
         if rung.trials is not None:
-            batch = batch_take(batch, np.arange(min(rung.trials, batch_len(batch))))
+            positions = positions[:rung.trials]
+            batch = batch_take(space, positions)
         configs = ctx.space.decode(batch)
-        if index == port.offline_rung and port.export_offline(run, configs, evaluator):
+        offline = index == port.offline_rung
+        if offline and port.export_offline(run, configs, evaluator):
             break  # the dearer rungs wait for these results (dse ingest, then run again)
         with port.rung(evaluator) as pool:
             label = (f"{ctx.workload.label} rung {index + 1}/{len(spec.ladder)} "
                      f"({evaluator.name})")
-            results = _evaluate_once(port, run, batch, configs, evaluator, pool, label)
-        values = scored(results)
+            values = scored(_evaluate_once(port, run, batch, configs, evaluator, pool, label))
+            exported = False
+            if rung.refine:
+                if cheap is None:
+                    raise ValueError("a rung's refine needs a first rung that scores the space")
+                walked, walked_values, exported = _walk(
+                    port, run, (evaluator, pool, f"{label} walk"), space, cheap,
+                    dict(zip(positions.tolist(), values.tolist(), strict=True)), rung.refine,
+                    offline, scored)
+                positions = np.concatenate([positions, walked])
+                values = np.concatenate([values, walked_values])
+                batch = batch_take(space, positions)
+                configs = ctx.space.decode(batch)
         scores = dict(zip(config_keys(run, configs), values, strict=True))
         if previous is not None:
+            if rung.refine and index == 1:  # the first rung scored the walk's configs too
+                previous = dict(zip(scores, cheap[positions], strict=True))
             _record_agreement(port, run, index, spec.ladder[index - 1].evaluator.name,
                               evaluator.name, previous, scores)
         previous = scores
+        if exported:
+            break  # the walk goes on once these are ingested (dse ingest, then run again)
         if index + 1 < len(spec.ladder):
-            batch = batch_take(batch, _kept(ctx, rung, batch, values))
+            positions = positions[_kept(ctx, rung, batch, values)]
+            batch = batch_take(space, positions)
         port.flush()
+
+
+def _walk(port: Port, run: WorkloadRun, measuring: tuple[Evaluator, Pool, str],
+          space: ConfigBatch, cheap: np.ndarray, measured: dict[int, float], budget: int,
+          offline: bool, scored: Callable[[list[EvalResult]], np.ndarray],
+          ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """A rung's walk from the best it ``measured`` (position in ``space``: score), ``budget``
+    configs at most, as many a round as the pool has workers: the positions walked, their
+    scores, and whether it stopped to export configs for ``--offline`` measurement."""
+    evaluator, pool, label = measuring
+    exported = False
+
+    def measure(picks: list[int]) -> list[float]:
+        nonlocal exported
+        part = batch_take(space, np.array(picks, dtype=np.int64))
+        configs = run.ctx.space.decode(part)
+        if port.out_of_time():
+            return []
+        if offline and port.export_offline(run, configs, evaluator):
+            exported = True
+            return []
+        return scored(_evaluate_once(port, run, part, configs, evaluator, pool,
+                                     label)).tolist()
+
+    walked = walk(space, cheap, measured, budget, measure, pool.workers,
+                  run.ctx.space.tie_order(space))
+    return (np.array(walked, dtype=np.int64),
+            np.array([measured[p] for p in walked], dtype=float), exported)
 
 
 def _kept(ctx: EvalContext, rung: Rung, batch: ConfigBatch, scores: np.ndarray) -> np.ndarray:
