@@ -56,9 +56,9 @@ def test_the_walk_leaves_a_wrong_models_top_list_for_what_measures_better():
         asked.append(picks)
         return [float(TRUE[p]) for p in picks]
 
-    walked = walk(GRID, CHEAP, measured, 20, measure, round_size=2)
+    walked = walk(GRID, CHEAP, measured, 20, measure)
     assert len(walked) == 20 and len(set(walked)) == 20 and not set(walked) & set(top.tolist())
-    assert all(len(a) == 2 for a in asked)  # rounds as large as asked
+    assert all(len(a) == 1 for a in asked)  # one a step, each after the last was measured
     assert max(TRUE[walked]) > max(TRUE[top]) + 10  # far better than the model's best four
     assert all(measured[p] == TRUE[p] for p in walked)
 
@@ -109,3 +109,18 @@ def test_a_walk_needs_a_later_rung_and_a_first_that_scores_the_space(change, mes
     change(data)
     with pytest.raises(StudyFileError, match=message):
         study_from_dict(data)
+
+
+def test_a_walk_cut_short_by_the_time_budget_leaves_the_later_rungs_for_the_next_run(tmp_path):
+    storage = str(tmp_path / "r.db")
+    data = _xdna_ladder(5)
+    data["ladder"][1]["keep"] = 2
+    data["ladder"].append({"evaluator": "synthetic", "options": {"work_s": 0.0}})
+    data["budget"] = {"time_s": 1e-6}  # spent before the walk's first step
+    run_study(study_from_dict(data), storage)
+    counts = load_trials(storage, "walked").groupby("evaluator").size().to_dict()
+    assert counts == {"analytical": 6, "simulator": 6}  # no walk, no rung after it
+    del data["budget"]
+    run_study(study_from_dict(data), storage)
+    counts = load_trials(storage, "walked").groupby("evaluator").size().to_dict()
+    assert counts == {"analytical": 6, "simulator": 11, "synthetic": 2}

@@ -382,16 +382,16 @@ def test_a_ladder_measures_its_gpu_rung_offline(tmp_path, capsys):
     assert len(report) == 2 and all(r["n"] == 3 for r in report)
 
 
-def test_an_offline_rung_walks_one_exported_round_at_a_time(tmp_path, capsys):
-    """A rung's walk (``refine``) measured elsewhere: each run exports the next round, each a
-    neighbour of the best config measured so far, until the walk is done."""
+def test_an_offline_rung_walks_one_exported_step_at_a_time(tmp_path, capsys):
+    """A rung's walk (``refine``) measured elsewhere: each run exports the walk's next config, a
+    neighbour of the best measured so far, until the walk is done."""
     from dse import load_trials
 
     storage, configs, results, command = _offline_study(
         tmp_path, "walked", "workload: {shape: 64x64x64, dtype: fp16-fp16}\n",
         "  - {evaluator: analytical, keep: 2}\n  - {evaluator: triton, refine: 2}\n")
     exported = []
-    for _ in range(3):  # the kept two, then the walk's two rounds of one (one worker)
+    for _ in range(3):  # the kept two, then the walk's two steps
         assert main(command) == 0
         exported.append(len(json.loads(configs.read_text())["configs"]))
         capsys.readouterr()

@@ -119,11 +119,11 @@ def run_ladder(port: Port, run: WorkloadRun) -> None:
             label = (f"{ctx.workload.label} rung {index + 1}/{len(spec.ladder)} "
                      f"({evaluator.name})")
             values = scored(_evaluate_once(port, run, batch, configs, evaluator, pool, label))
-            exported = False
+            stopped = False
             if rung.refine:
                 if cheap is None:
                     raise ValueError("a rung's refine needs a first rung that scores the space")
-                walked, walked_values, exported = _walk(
+                walked, walked_values, stopped = _walk(
                     port, run, (evaluator, pool, f"{label} walk"), space, cheap,
                     dict(zip(positions.tolist(), values.tolist(), strict=True)), rung.refine,
                     offline, scored)
@@ -138,8 +138,8 @@ def run_ladder(port: Port, run: WorkloadRun) -> None:
             _record_agreement(port, run, index, spec.ladder[index - 1].evaluator.name,
                               evaluator.name, previous, scores)
         previous = scores
-        if exported:
-            break  # the walk goes on once these are ingested (dse ingest, then run again)
+        if stopped:  # out of time, or the walk goes on once its configs are ingested
+            break
         if index + 1 < len(spec.ladder):
             positions = positions[_kept(ctx, rung, batch, values)]
             batch = batch_take(space, positions)
@@ -151,27 +151,26 @@ def _walk(port: Port, run: WorkloadRun, measuring: tuple[Evaluator, Pool, str],
           offline: bool, scored: Callable[[list[EvalResult]], np.ndarray],
           ) -> tuple[np.ndarray, np.ndarray, bool]:
     """A rung's walk from the best it ``measured`` (position in ``space``: score), ``budget``
-    configs at most, as many a round as the pool has workers: the positions walked, their
-    scores, and whether it stopped to export configs for ``--offline`` measurement."""
+    configs at most: the positions walked, their scores, and whether it stopped short (the
+    study's time is spent, or configs were exported for ``--offline`` measurement). One config a
+    step, whatever the workers: each step follows the last measurement, and the walk is the same
+    when the study is resumed with other workers."""
     evaluator, pool, label = measuring
-    exported = False
+    stopped = False
 
     def measure(picks: list[int]) -> list[float]:
-        nonlocal exported
+        nonlocal stopped
         part = batch_take(space, np.array(picks, dtype=np.int64))
         configs = run.ctx.space.decode(part)
-        if port.out_of_time():
-            return []
-        if offline and port.export_offline(run, configs, evaluator):
-            exported = True
+        if port.out_of_time() or (offline and port.export_offline(run, configs, evaluator)):
+            stopped = True
             return []
         return scored(_evaluate_once(port, run, part, configs, evaluator, pool,
                                      label)).tolist()
 
-    walked = walk(space, cheap, measured, budget, measure, pool.workers,
-                  run.ctx.space.tie_order(space))
+    walked = walk(space, cheap, measured, budget, measure, ties=run.ctx.space.tie_order(space))
     return (np.array(walked, dtype=np.int64),
-            np.array([measured[p] for p in walked], dtype=float), exported)
+            np.array([measured[p] for p in walked], dtype=float), stopped)
 
 
 def _kept(ctx: EvalContext, rung: Rung, batch: ConfigBatch, scores: np.ndarray) -> np.ndarray:

@@ -45,16 +45,16 @@ def next_configs(space: ConfigBatch, cheap: np.ndarray, measured: dict[int, floa
 
 
 def walk(space: ConfigBatch, cheap: np.ndarray, measured: dict[int, float], budget: int,
-         measure: Callable[[list[int]], list[float]], round_size: int = 1,
+         measure: Callable[[list[int]], list[float]],
          ties: np.ndarray | None = None) -> list[int]:
-    """Measure up to ``budget`` configs along the walk (see the module doc), ``round_size`` at a
-    time (as many as the workers measuring); ``measure`` returns a value per index (higher is
-    better, NaN when it failed) and ``measured`` gains them. Returns the indices measured, in
-    order; fewer than ``budget`` when every neighbour of every measured config was measured or
+    """Measure up to ``budget`` configs along the walk (see the module doc), one a step, each
+    chosen after the last was measured; ``measure`` returns a value per index (higher is better,
+    NaN when it failed) and ``measured`` gains them. Returns the indices measured, in order;
+    fewer than ``budget`` when every neighbour of every measured config was measured or
     ``measure`` returns none (it was told to stop)."""
     visited: list[int] = []
     while len(visited) < budget:
-        picks = next_configs(space, cheap, measured, min(round_size, budget - len(visited)), ties)
+        picks = next_configs(space, cheap, measured, 1, ties)
         if not picks:
             break
         values = measure(picks)
