@@ -22,14 +22,15 @@ runs with the spread beside it:
 
 It fails (exit 1) if Ray's web dashboard is running while a study runs.
 
-``--case amx``: a measured ladder, the AVX-512 kernels of the ``cpu-amx`` family on an int8
-GEMM (``--shape``, B column-major; needs AVX-512 VNNI, no AMX): the model ranks the space, then
-the ``amx`` evaluator compiles and measures its best ``--keep``. Each run has a build cache of
-its own (``DSE_AMX_CACHE`` in a new folder), so every kernel is compiled, and a database of its
-own. 1 worker (in-process) and 2 (Ray actors, each building while the other measures),
-interleaved, ``--repeats`` times. Reported: the hardware rung's time (its first batch to its
-last result) and the whole study's, 1 worker's over 2 workers' (goal: the rung >= 1.3x); and
-whether building beside a measurement disturbed it: each config's measured time on 2 workers
+``--case amx``: a measured ladder, the AVX-512 kernels of the ``cpu-amx`` family on an int8 GEMM
+(``--shape``, B column-major; needs AVX-512 VNNI, no AMX): the model ranks the space, then the
+``amx`` evaluator compiles and measures its best ``--keep`` (the shipped study's walk is left
+out: it goes one config a step whatever the workers, so it has nothing to overlap). Each run has
+a build cache of its own (``DSE_AMX_CACHE`` in a new folder), so every kernel is compiled, and a
+database of its own. 1 worker (in-process) and 2 (Ray actors, each building while the other
+measures), interleaved, ``--repeats`` times. Reported: the hardware rung's time (its first batch
+to its last result) and the whole study's, 1 worker's over 2 workers' (goal: the rung >= 1.3x);
+and whether building beside a measurement disturbed it: each config's measured time on 2 workers
 over its time on 1 (median over configs and runs; goal <= 1.05). It fails (exit 1) when a goal
 is not met, and at once when a config fails to measure, a run measures other configs than the
 others, or a run's kernels were not all compiled into its own cache.
@@ -255,6 +256,9 @@ def measured_ladder(workers: int, shape: str, keep: int, folder: Path) -> Ladder
 
     spec_dict = study_dict("int8", shape, keep, emulate=False, engine="avx512")
     spec_dict.update(name=f"ladder-{workers}", workers=workers)
+    # the kept configs alone: the shipped study's walk goes one config a step on any number of
+    # workers (each step waits for the one before), so it has nothing to run side by side
+    spec_dict["ladder"][1].pop("refine", None)
     spec = study_from_dict(spec_dict, f"<ladder on {workers} workers>")
     cache = folder / f"cache-w{workers}"
     os.environ["DSE_AMX_CACHE"] = str(cache)  # before Ray starts: its workers inherit it
@@ -274,10 +278,10 @@ def measured_ladder(workers: int, shape: str, keep: int, folder: Path) -> Ladder
         reasons = "; ".join(str(r) for r in bad["reason"].head(3))
         sys.exit(f"FAILED: {workers} worker(s) measured {len(measured) - len(bad)} of {keep} "
                  f"configs correctly ({reasons})")
-    built = len(list(cache.glob("*.so")))
-    if built != keep:
-        sys.exit(f"FAILED: {workers} worker(s) compiled {built} kernels into {cache}, not "
-                 f"{keep}: the build cache was not the run's own")
+    built = len(list(cache.glob("*.so")))  # the kernels, and on a CPU with AMX its peak probe
+    if built < keep:
+        sys.exit(f"FAILED: {workers} worker(s) compiled {built} kernels into {cache}, fewer "
+                 f"than {keep}: the build cache was not the run's own")
     names = ("grid_rows", "grid_cols", "mc", "nc", "kc", "pack_a", "pack_b", "block_order",
              "micro_order", "prefetch_c", "split", "threads")
     latency = {tuple(row[n] for n in names): float(row["latency_s"])

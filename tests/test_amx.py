@@ -109,6 +109,38 @@ def test_dot_kernels_read_a_column_major_b_in_place_exactly(dtype):
             assert out.correct, (variant, (M, N, K, pad), out.detail)
 
 
+STREAM = {**BASE, "engine": "avx512", "pack_b": "stream", "grid_rows": 1, "grid_cols": 4,
+          "split": "n", "prefetch": 0}
+
+
+@needs_vector
+@pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
+def test_streaming_configs_read_a_row_major_b_in_place_exactly(dtype):
+    """pack_b=stream: B re-laid out in registers a block of kc rows by nc columns at a time
+    (one chunk of 64 columns included, and blocks past K), with or without AMX."""
+    for index, variant in enumerate([dict(kc=64, nc=64, threads=2), dict(kc=256, nc=256),
+                                     dict(kc=4096, nc=512, threads=1)]):
+        library = _library({**STREAM, **variant}, dtype, "row", False)
+        for M, N, K, pad in [*TAILS, (5, 200, 130, 2), (9, 1000, 700, 0)]:
+            out = run(library, dtype, M, N, K, seed=index, threads=2, pad=pad,
+                      engine="avx512")
+            assert out.correct, (variant, (M, N, K, pad), out.detail)
+
+
+def test_streaming_configs_are_whole_rows_of_a_on_a_row_major_b():
+    row, col = _context("8x520x100"), _context("8x520x100", b_layout="col")
+    good = {**STREAM, "mc": 8, "kc": 256, "nc": 128}
+    assert row.space.check(row.space.encode([row.space.resolve(good)])).ok.all()
+    for space, change, why in [(row.space, {"mc": 4}, "mc the whole M (8, got 4)"),
+                               (row.space, {"engine": "amx"}, "engine=avx512 (got amx)"),
+                               (row.space, {"grid_cols": 2, "nc": 64}, "a 1x4 grid"),
+                               (row.space, {"split": "m"}, "split=n"),
+                               (col.space, {}, "B row-major (got col)")]:
+        batch = space.encode([space.resolve({**good, **change})])
+        assert not space.check(batch).ok.any()
+        assert why in space.explain(batch, 0), space.explain(batch, 0)
+
+
 @needs_vector
 def test_an_avx512_only_evaluator_measures_those_configs_and_refuses_tiles():
     ctx = _context("8x520x100")
@@ -150,8 +182,8 @@ def _skipping_one_multiply(source: str, tdp: str) -> str:
     return broken
 
 
-def _context(shape: str = "48x300x40", dtype: str = "int8-int32"):
-    return build_context("cpu-amx", dtype, shape, "row")
+def _context(shape: str = "48x300x40", dtype: str = "int8-int32", b_layout: str = "row"):
+    return build_context("cpu-amx", dtype, shape, b_layout)
 
 
 @needs_x86
@@ -223,6 +255,22 @@ def test_two_measurements_never_overlap(tmp_path):
     assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
 
 
+@needs_amx
+def test_the_probe_writes_a_target_this_machine_can_use(tmp_path, capsys):
+    """``dse amx probe`` measures the engine and writes the shipped target with its figures."""
+    import tomllib
+
+    from dse.cli import main
+    from search_spaces.amx_gemm.target import amx_target_from_dict
+
+    out = tmp_path / "here.toml"
+    assert main(["amx", "probe", "--out", str(out), "--repeats", "2"]) == 0
+    assert "peak int8-int32" in capsys.readouterr().out
+    target = amx_target_from_dict(tomllib.loads(out.read_text()), str(out))
+    assert target.engine.cores >= 1 and target.engine.clock_hz > 0
+    assert main(["amx", "probe", "--out", str(out)]) == 2  # exists: refused without --force
+
+
 def test_a_cpu_without_amx_is_refused_by_name(monkeypatch, capsys):
     from dse.cli import main
 
@@ -280,12 +328,32 @@ def test_the_space_enumerates_only_what_the_study_frees():
     space = _context("4096x4096x4096").space
     fixed_rest = sum(size for _, size in space.chunks())
     freed = sum(size for _, size in space.chunks(free=["pack_b", "split"]))
-    assert freed == 9 * fixed_rest  # pack_b: gemm, block, none; split: m, n, mn
+    assert freed == 12 * fixed_rest  # pack_b: gemm, block, none, stream; split: m, n, mn
     encoding = space.optuna_encoding({}, ["pack_b"], {})
     assert {"mc_index", "grid_rows_index", "pack_b"} <= set(encoding.distributions())
     config = encoding.decode({"mc_index": 0, "grid_rows_index": 1, "pack_b": "block"})
     assert config["mc"] == space.values("mc")[0] and config["grid_rows"] == 2
     assert config["pack_b"] == "block" and config["threads"] == space.target.engine.cores
+
+
+@pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
+def test_the_model_streams_b_for_decode_and_tiles_it_for_prefill(dtype):
+    """A streaming kernel reads a row-major B once; the tile kernels re-lay it out first (read,
+    written, read again), which costs more than a decode GEMM's multiply-adds, and less than a
+    prefill's, where the tiles' rate wins."""
+    from evaluators.analytical.amx_gemm import score
+
+    def tops(shape: str, **config) -> float:
+        ctx = _context(shape, dtype)
+        batch = ctx.space.encode([ctx.space.resolve({**BASE, **config})])
+        return float(score(batch, ctx.target, ctx.workload)["tops"][0])
+
+    for M, stream_wins in ((1, True), (8, True), (512, False)):
+        shape = f"{M}x4096x4096"
+        streamed = tops(shape, **{**STREAM, "mc": M, "kc": 256, "nc": 256})
+        tiles = tops(shape, grid_rows=2, grid_cols=2, mc=max(32, min(M, 256)), kc=1024,
+                     nc=256, pack_b="block", split="n")
+        assert (streamed > tiles) == stream_wins, (M, streamed, tiles)
 
 
 def test_the_model_prefers_what_the_engine_rewards():

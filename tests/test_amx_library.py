@@ -30,13 +30,18 @@ TABLE = {
                              "engine": "avx512", "split": "n"}},
         # B packed per block, a grid of 3 tile columns (B packed once must hold whole grids)
         {"id": 2, "params": {"grid_rows": 1, "grid_cols": 3, "mc": 32, "kc": 128, "nc": 48,
-                             "pack_b": "block"}}],
+                             "pack_b": "block"}},
+        # the streaming kernel (B packed once: it streams the AMX kernels' VNNI strips)
+        {"id": 3, "params": {"grid_rows": 1, "grid_cols": 4, "mc": 1, "kc": 64, "nc": 128,
+                             "engine": "avx512", "pack_b": "stream", "split": "n"}}],
     "rules": [{"k": 256, "n": 128, "m_min": 1, "m_max": 8, "kernel": 1},
               {"k": 256, "n": 128, "m_min": 9, "m_max": None, "kernel": 0},
-              {"k": 65, "n": 33, "m_min": 1, "m_max": None, "kernel": 2}],
+              {"k": 65, "n": 33, "m_min": 1, "m_max": None, "kernel": 2},
+              {"k": 300, "n": 200, "m_min": 1, "m_max": None, "kernel": 3}],
     "fallback": 0,
 }
-SHAPES = [(1, 128, 256, 0), (8, 128, 256, 3), (40, 128, 256, 0), (17, 33, 65, 2), (1, 1, 1, 0)]
+SHAPES = [(1, 128, 256, 0), (8, 128, 256, 3), (40, 128, 256, 0), (17, 33, 65, 2), (1, 1, 1, 0),
+          (1, 200, 300, 0), (6, 200, 300, 1)]
 C_PROGRAM = r"""
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +95,8 @@ def _gemm(lib: ctypes.CDLL, dtype: str):
 def test_every_shape_is_served_exactly(library, dtype):
     lib = ctypes.CDLL(str(library / "libdsegemm.so"))
     fn = _gemm(lib, dtype)
+    lib.dse_gemm_kernel.argtypes = [ctypes.c_int64] * 3
+    assert [lib.dse_gemm_kernel(M, N, K) for M, N, K, _ in SHAPES] == [1, 1, 0, 2, 0, 3, 3]
     for threads in (1, 2):
         lib.dse_set_threads(threads)
         for M, N, K, pad in SHAPES:

@@ -17,6 +17,9 @@ Per thread (the busiest: the split gives each a share of C rounded to whole micr
 - **C tiles**: each micro-kernel call loads (after the first K block) and stores its C tiles;
   between K blocks a C panel lives in L2, L3 or DRAM by its size. Unprefetched, C's lines cost
   ``c_latency_factor`` times their bandwidth time. Calls cost ``call_cycles`` each.
+- **Streaming** (``pack_b=stream``, AVX-512 on a row-major B): B read once from where it lives,
+  each block written to a ``kc x nc`` buffer and read from it by every group of 4 A rows; no
+  tile loads or packing of B.
 - **Packing**: B to VNNI once per GEMM (shared by the threads) or per block (by each thread
   that uses it, again for each A block in ``a_block`` order); A per block (again for each B block
   in ``b_block`` order), read and written at ``pack_bytes_per_s``.
@@ -141,8 +144,16 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
                                                   mod.c_latency_factor)
     t_calls = strips * k_blocks * mod.call_cycles / f
 
+    # the streaming kernel (pack_b=stream) instead: its share of B read once from where B
+    # lives and re-laid out into a kc x nc buffer, which each group of 4 rows of A then reads
+    streaming = is_choice(batch, "pack_b", "stream")
+    share_bytes = K * n_share * e
+    buffer_level = _level(kc * nc * e, caches, busy)
+    t_loads = np.where(streaming, share_bytes / per_level[b_whole]
+                       + (1 + _ceil(M, 4)) * share_bytes / per_level[buffer_level], t_loads)
+
     # packing: bytes read and written
-    b_packed = np.select([pack_b_block, in_place],
+    b_packed = np.select([pack_b_block, in_place | streaming],
                          [K * n_share * e * np.where(b_block, 1, _ceil(m_share, mc)), 0],
                          K * N * e / busy)
     a_packed = np.where(packed_a, m_share * K * e * np.where(b_block, _ceil(n_share, nc), 1), 0)

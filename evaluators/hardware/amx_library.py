@@ -36,12 +36,13 @@ from typing import Any
 
 from evaluators.hardware.amx_build import COMPILE_TIMEOUT_S, compile_command
 from evaluators.hardware.amx_source import kernel_source
-from evaluators.hardware.amx_stream import stream_source
+from evaluators.hardware.amx_stream import STREAM_SYMBOLS, stream_source
 
 DTYPES = {"int8-int32": ("s8s8s32", "int8_t", "int32_t"),
           "bf16-fp32": ("bf16bf16f32", "uint16_t", "float")}
+# each kernel's own symbols (a pack_b=stream kernel's streaming kernels too), renamed per kernel
 RENAMED = ("dse_gemm", "dse_time", "dse_set_threads", "dse_amx_request", "dse_pack",
-           "dse_packed_bytes", "dse_gemm_prepacked")
+           "dse_packed_bytes", "dse_gemm_prepacked", *STREAM_SYMBOLS)
 # On a CPU without AMX, GEMMs of at most this many rows run the streaming kernels (B read in
 # place, re-laid out in registers: amx_stream), whatever the table says. The space's AVX-512
 # kernels re-lay a row-major B out in memory first and take B's column sums; measured on a Zen 4
@@ -76,8 +77,9 @@ int dse_gemm_engine(void);
 int dse_gemm_kernel(int64_t M, int64_t N, int64_t K);
 /* A weight B (K x N, row-major) that many calls multiply, packed once: the caller may free B.
  * The packed calls skip re-laying B out at every call: without AMX B is packed in the
- * streaming kernels' layout, with AMX in the AMX kernels' (a shape whose table kernel is an
- * AVX-512 one then runs the general AMX kernel). NULL on a wrong argument or no memory. */
+ * streaming kernels' layout, with AMX in the AMX kernels' (which the streaming kernels of the
+ * table stream too; a shape whose table kernel is another AVX-512 one then runs the general
+ * AMX kernel). NULL on a wrong argument or no memory. */
 typedef struct dse_packed_b dse_packed_b;
 dse_packed_b *dse_pack_b_s8(int64_t K, int64_t N, const int8_t *B, int64_t ldb);
 dse_packed_b *dse_pack_b_bf16(int64_t K, int64_t N, const uint16_t *B, int64_t ldb);
@@ -263,7 +265,8 @@ int dse_gemm_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t 
 }}
 
 /* With AMX, on B packed once: the kernel of the shape's rule where it reads the packed layout
- * (every AMX kernel), else (an AVX-512 kernel of the table) the general AMX kernel. */
+ * (every AMX kernel, and the streaming ones), else (another AVX-512 kernel of the table) the
+ * general AMX kernel. */
 static int prepacked_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t lda,
                               const char *B, {c_out} *C, int64_t ldc) {{
     int done = 3;

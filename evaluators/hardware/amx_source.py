@@ -42,6 +42,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from evaluators.hardware.amx_stream import stream_kernel
+
 TILES = 8  # tile registers
 SUPPORT = Path(__file__).parent / "amx_c" / "tiles.h"
 
@@ -371,12 +373,66 @@ static inline void dse_pack_chunk(const TIN *B, int64_t ldb, int64_t k, int64_t 
 #endif
 }
 
+#if !B_COL && !COMP
+/* One VNNI row (VN K rows from k) of 4 strips (64 columns from col0) of a row-major B, each K
+ * row's 64 columns read whole: a strip at a time would read 16 or 32 bytes of a row, rows
+ * pages apart, and open a DRAM page per piece. Strip j's row goes to out + j * strip_bytes. */
+static inline void dse_pack_row4(const TIN *B, int64_t ldb, int64_t k, int64_t col0, char *out,
+                                 int64_t strip_bytes) {
+#if VN == 4
+    const int8_t *src = (const int8_t *)(B + k * ldb + col0);
+    __m512i r0 = _mm512_loadu_si512(src), r1 = _mm512_loadu_si512(src + ldb);
+    __m512i r2 = _mm512_loadu_si512(src + 2 * ldb), r3 = _mm512_loadu_si512(src + 3 * ldb);
+    __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);
+    __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);
+    /* u_q's 128-bit lane L holds columns 16L + 4q .. +3: strip L's row is lane L of each */
+    __m512i u0 = _mm512_unpacklo_epi16(t0, t2), u1 = _mm512_unpackhi_epi16(t0, t2);
+    __m512i u2 = _mm512_unpacklo_epi16(t1, t3), u3 = _mm512_unpackhi_epi16(t1, t3);
+    __m512i x0 = _mm512_shuffle_i32x4(u0, u1, 0x44), x1 = _mm512_shuffle_i32x4(u0, u1, 0xEE);
+    __m512i x2 = _mm512_shuffle_i32x4(u2, u3, 0x44), x3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
+    _mm512_storeu_si512(out, _mm512_shuffle_i32x4(x0, x2, 0x88));
+    _mm512_storeu_si512(out + strip_bytes, _mm512_shuffle_i32x4(x0, x2, 0xDD));
+    _mm512_storeu_si512(out + 2 * strip_bytes, _mm512_shuffle_i32x4(x1, x3, 0x88));
+    _mm512_storeu_si512(out + 3 * strip_bytes, _mm512_shuffle_i32x4(x1, x3, 0xDD));
+#else
+    for (int h = 0; h < 2; h++) {  /* 32 columns (two strips) a half */
+        const TIN *src = B + k * ldb + col0 + 32 * h;
+        __m512i a = _mm512_loadu_si512(src), b = _mm512_loadu_si512(src + ldb);
+        /* u0's lane L holds the pairs of columns 8L .. 8L + 3, u1's 8L + 4 .. 8L + 7 */
+        __m512i u0 = _mm512_unpacklo_epi16(a, b), u1 = _mm512_unpackhi_epi16(a, b);
+        __m512i lo = _mm512_shuffle_i32x4(u0, u1, 0x44), hi = _mm512_shuffle_i32x4(u0, u1, 0xEE);
+        _mm512_storeu_si512(out + 2 * h * strip_bytes, _mm512_shuffle_i32x4(lo, lo, 0xD8));
+        _mm512_storeu_si512(out + (2 * h + 1) * strip_bytes, _mm512_shuffle_i32x4(hi, hi, 0xD8));
+    }
+#endif
+}
+#endif
+
 static void dse_pack_b(const TIN *B, int64_t ldb, int64_t K, int64_t N, int64_t k0,
                        int64_t kc, int64_t n0, int64_t s_lo, int64_t s_hi, TIN *dst,
                        int32_t *comp, int64_t comp_stride) {
     int64_t rows = (kc + KT - 1) / KT * (KT / VN);  /* VNNI rows of a strip */
     int64_t k_end = k0 + kc < K ? k0 + kc : K;
-    for (int64_t s = s_lo; s < s_hi; s++) {
+    int64_t s = s_lo;
+#if !B_COL && !COMP
+    /* whole strips four at a time: the VNNI rows whose K rows all lie in B, then the rest
+     * (a last partial group, zero rows past K) */
+    int64_t depth4 = k_end - k0, full = depth4 / VN, strip_bytes = rows * 64;
+    for (; s + 4 <= s_hi && n0 + 16 * s + 64 <= N; s += 4) {
+        char *out = (char *)(dst + s * rows * 16 * VN);
+        for (int64_t r = 0; r < full; r++)
+            dse_pack_row4(B, ldb, k0 + r * VN, n0 + 16 * s, out + r * 64, strip_bytes);
+        for (int j = 0; j < 4; j++) {
+            TIN *row = (TIN *)(out + j * strip_bytes + full * 64);
+            memset(row, 0, (size_t)(rows - full) * 64);
+            for (int v = 0; full * VN + v < depth4; v++) {
+                const TIN *src = B + (k0 + full * VN + v) * ldb + n0 + 16 * (s + j);
+                for (int n = 0; n < 16; n++) row[n * VN + v] = src[n];
+            }
+        }
+    }
+#endif
+    for (; s < s_hi; s++) {
         TIN *strip = dst + s * rows * 16 * VN;
         int64_t col0 = n0 + 16 * s;
         memset(strip, 0, (size_t)rows * 16 * VN * sizeof(TIN));
@@ -652,6 +708,9 @@ def kernel_source(params: Mapping[str, Any], dtype: str, b_layout: str = "row",
     head.append(support_text())
     head.append("#include <omp.h>")
     head += [f"#define {name} {value}" for name, value in defines.items()]
+    if p["pack_b"] == "stream":  # the streaming kernels: no blocks, grids or packing of B
+        return "\n".join([*head, stream_kernel(int(p["kc"]), int(p["nc"]),
+                                                code.c_in == "int8_t")])
     micro = _vector_kernel(p, code) if vector else _micro_kernel(p, code)
     if p["pack_b"] == "none":
         micro += "\n" + _dot_kernel(p, code)

@@ -30,31 +30,21 @@ A weight used by many calls can be packed once, every block laid out as a call l
 (one 64-column chunk after another, its groups over every K row, a last partial group padded
 with zero rows); the ``_packed`` calls read it where it lies and skip the re-layout::
 
-    /* B packed a 64-column chunk at a time (s8: int8 in groups of 4 rows, else bf16 in pairs) */
-static void *pack_whole(int s8, int64_t K, int64_t N, const void *B, int64_t ldb,
-                        int threads) {{
-    dse_stream_packed *p = packed_new(K, N, s8 ? (K + 3) / 4 : (K + 1) / 2);
-    if (!p) return NULL;
-    #pragma omp parallel for num_threads(threads < 1 ? 1 : threads)
-    for (int64_t c = 0; c < (N + 63) / 64; c++) {{
-        int64_t width = N - 64 * c < 64 ? N - 64 * c : 64;
-        __m512i *out = p->data + c * p->groups * 4;
-        if (s8) s8_pack(B, ldb, 64 * c, width, 0, K, out);
-        else bf_pack(B, ldb, 64 * c, width, 0, K, out);
-    }}
-    return p;
-}}
+    void *dse_stream_pack_s8(int64_t K, int64_t N, const int8_t *B, int64_t ldb, int threads);
+    void *dse_stream_pack_bf16(/* the same with uint16_t B */);
+    void dse_stream_packed_free(void *packed);
+    int dse_stream_s8s8s32_packed(int64_t M, const void *packed, const int8_t *A, int64_t lda,
+                                  int32_t *C, int64_t ldc, int threads);
+    int dse_stream_bf16bf16f32_packed(/* the same with uint16_t A and float C */);
 
-void *dse_stream_pack_s8(int64_t K, int64_t N, const int8_t *B, int64_t ldb, int threads) {{
-    return pack_whole(1, K, N, B, ldb, threads);
-}}
+With AMX a library packs a weight in the AMX kernels' layout instead (strips of 16 columns in
+VNNI over all of K, ``dse_pack``), and the ``_vnni`` calls stream that: each chunk's 4 strips
+read a VNNI row at a time, already in C's column order (no lane transposes), int8's sign bit
+flipped as it is loaded::
 
-void *dse_stream_pack_bf16(int64_t K, int64_t N, const uint16_t *B, int64_t ldb,
-                           int threads) {{
-    return pack_whole(0, K, N, B, ldb, threads);
-}}
-
-void dse_stream_packed_free(void *packed);
+    int dse_stream_s8s8s32_vnni(int64_t M, int64_t N, int64_t K, const int8_t *A, int64_t lda,
+                                const char *vnni, int32_t *C, int64_t ldc, int threads);
+    int dse_stream_bf16bf16f32_vnni(/* the same with uint16_t A and float C */);
 """
 
 from __future__ import annotations
@@ -192,20 +182,21 @@ static int stream_threads(int64_t M, int64_t N, int64_t K, int threads) {{
     return threads < chunks ? threads : (int)chunks;
 }}
 
-/* The row groups of 4 of A (and the rest) against chunk j's block [k0, k1) at ``packed`` */
+/* The row groups of 4 of A (and the rest) against chunk j's block [k0, k1) at ``packed``
+ * (``stride``: vectors between a group's strips in the AMX kernels' layout, unused otherwise) */
 #define ROW_GROUPS(group, packed, ...)                                                      \
     {{                                                                                      \
         int64_t i = 0;                                                                      \
         for (; i + 4 <= M; i += 4)                                                          \
             group##4(A + i * lda, lda, C + i * ldc, ldc, j, w, k0, k1,                      \
-                     k1 == K __VA_ARGS__, packed);                                          \
+                     k1 == K __VA_ARGS__, packed, stride);                                  \
         switch (M - i) {{                                                                   \
         case 3: group##3(A + i * lda, lda, C + i * ldc, ldc, j, w, k0, k1,                  \
-                          k1 == K __VA_ARGS__, packed); break;                              \
+                          k1 == K __VA_ARGS__, packed, stride); break;                      \
         case 2: group##2(A + i * lda, lda, C + i * ldc, ldc, j, w, k0, k1,                  \
-                          k1 == K __VA_ARGS__, packed); break;                              \
+                          k1 == K __VA_ARGS__, packed, stride); break;                      \
         case 1: group##1(A + i * lda, lda, C + i * ldc, ldc, j, w, k0, k1,                  \
-                          k1 == K __VA_ARGS__, packed); break;                              \
+                          k1 == K __VA_ARGS__, packed, stride); break;                      \
         }}                                                                                  \
     }}
 
@@ -218,7 +209,8 @@ static int stream_threads(int64_t M, int64_t N, int64_t K, int threads) {{
         int t = omp_get_thread_num(), nt = omp_get_num_threads();                          \
         int64_t lo = chunks * t / nt, hi = chunks * (t + 1) / nt;                           \
         __m512i *buf = dse_stream_buffer(t);                                                 \
-        int64_t wide = M <= 4 ? WIDE : WIDE / 2;  /* one row group: B is read once, L2 holds it */ \
+        const int64_t stride = 0;                                                           \
+        int64_t wide = M <= 4 || WIDE < 2 ? WIDE : WIDE / 2; /* M <= 4: B read once */  \
         for (int64_t k0 = 0; k0 < K; k0 += rows_per_block) {{                                \
             int64_t k1 = k0 + rows_per_block < K ? k0 + rows_per_block : K;                 \
             for (int64_t c0 = lo; c0 < hi; c0 += wide) {{                                    \
@@ -235,9 +227,11 @@ static int stream_threads(int64_t M, int64_t N, int64_t K, int threads) {{
         }}                                                                                  \
     }}
 
-/* The same on a B packed once (P): each chunk's block read where the packing put it. */
-#define PACKED_DRIVER(group, rows_per_block, rows_per_group, SUMS)                          \
+/* The same on a B packed once: each chunk's block read where the packing put it (``at``: its
+ * first vector, of c and k0; ``stride``: the row groups' stride). */
+#define PACKED_DRIVER(group, rows_per_block, at, stride_of, SUMS)                            \
     int64_t chunks = (N + 63) / 64;                                                         \
+    const int64_t stride = stride_of;                                                       \
     _Pragma("omp parallel num_threads(stream_threads(M, N, K, threads))")                   \
     {{                                                                                      \
         int t = omp_get_thread_num(), nt = omp_get_num_threads();                          \
@@ -247,7 +241,7 @@ static int stream_threads(int64_t M, int64_t N, int64_t K, int threads) {{
             for (int64_t c = lo; c < hi; c++) {{                                             \
                 int64_t j = 64 * c;                                                         \
                 int w = N - j < 64 ? (int)(N - j) : 64;                                     \
-                const __m512i *packed = P->data + (c * P->groups + k0 / rows_per_group) * 4; \
+                const __m512i *packed = at;                                                 \
                 ROW_GROUPS(group, packed, SUMS)                                             \
             }}                                                                              \
         }}                                                                                  \
@@ -333,6 +327,31 @@ void *dse_stream_pack_bf16(int64_t K, int64_t N, const uint16_t *B, int64_t ldb,
     return p;
 }}
 
+/* B packed in the AMX kernels' layout (``vnni``: strips of 16 columns in VNNI over all of K,
+ * ``strip`` vectors each, zero rows past K and zero strips past N): a chunk's 4 strips read a
+ * VNNI row at a time, in C's column order. */
+int dse_stream_s8s8s32_vnni(int64_t M, int64_t N, int64_t K, const int8_t *A, int64_t lda,
+                            const char *vnni, int32_t *C, int64_t ldc, int threads) {{
+    int64_t strip = (K + 63) / 64 * 16;  /* VNNI rows of 4 K rows, K padded to 64 */
+    int32_t local[256], *sums = row_sums(M, K, A, lda, local);
+    if (!sums) return 2;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    const __m512i *V = (const __m512i *)vnni;
+    PACKED_DRIVER(s8_vgroup, KB, V + 4 * c * strip + k0 / 4, strip, COMMA_SUMS)
+    if (sums != local) free(sums);
+    return 0;
+}}
+
+int dse_stream_bf16bf16f32_vnni(int64_t M, int64_t N, int64_t K, const uint16_t *A,
+                                int64_t lda, const char *vnni, float *C, int64_t ldc,
+                                int threads) {{
+    int64_t strip = (K + 31) / 32 * 16;  /* VNNI rows of 2 K rows, K padded to 32 */
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    const __m512i *V = (const __m512i *)vnni;
+    PACKED_DRIVER(bf_vgroup, KB / 2, V + 4 * c * strip + k0 / 2, strip, )
+    return 0;
+}}
+
 void dse_stream_packed_free(void *packed) {{
     dse_stream_packed *p = packed;
     if (p) {{ free(p->data); free(p); }}
@@ -345,7 +364,7 @@ int dse_stream_s8s8s32_packed(int64_t M, const void *packed, const int8_t *A, in
     int32_t local[256], *sums = row_sums(M, K, A, lda, local);
     if (!sums) return 2;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
-    PACKED_DRIVER(s8_group, KB, 4, COMMA_SUMS)
+    PACKED_DRIVER(s8_group, KB, P->data + (c * P->groups + k0 / 4) * 4, 0, COMMA_SUMS)
     if (sums != local) free(sums);
     return 0;
 }}
@@ -355,124 +374,116 @@ int dse_stream_bf16bf16f32_packed(int64_t M, const void *packed, const uint16_t 
     const dse_stream_packed *P = packed;
     int64_t N = P->N, K = P->K;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
-    PACKED_DRIVER(bf_group, KB / 2, 2, )
+    PACKED_DRIVER(bf_group, KB / 2, P->data + (c * P->groups + k0 / 2) * 4, 0, )
     return 0;
 }}
 """
 
 
-def _s8_group(rows: int) -> str:
-    """``s8_group{rows}``: ``rows`` rows of A against a 64-column chunk of B over K rows
-    [k0, k1), laid out at ``packed`` (see ``s8_pack``), the accumulators named (generated
-    unrolled, so they stay in registers)."""
+# what the int8 and bf16 row groups differ in: C's element type and its loads and stores, the
+# multiply-add, the K rows of a group, the lane reorders of the streaming layout, and how A's
+# value for a group is read (the whole group, and K's last partial group padded with zeros)
+GROUP_KINDS = {
+    "s8": dict(a="int8_t", c="int32_t", vec="__m512i", kstep=4,
+               load="_mm512_loadu_si512", masked_load="_mm512_maskz_loadu_epi32",
+               store="_mm512_storeu_si512", masked_store="_mm512_mask_storeu_epi32",
+               fma="{a} = _mm512_dpbusd_epi32({a}, u{q}, x);", unorder="lanes4", order="lanes4",
+               whole="memcpy(&v, A + {r} * lda + k, 4);",
+               tail="int8_t bytes[4] = {{0, 0, 0, 0}}; for (int i = 0; k + i < k1; i++) "
+                    "bytes[i] = A[{r} * lda + k + i]; memcpy(&v, bytes, 4);",
+               tail_note="K's last 1 to 3 rows: missing rows, and A past K, are zero"),
+    "bf": dict(a="uint16_t", c="float", vec="__m512", kstep=2,
+               load="_mm512_loadu_ps", masked_load="_mm512_maskz_loadu_ps",
+               store="_mm512_storeu_ps", masked_store="_mm512_mask_storeu_ps",
+               fma="{a} = _mm512_dpbf16_ps({a}, (__m512bh)u{q}, (__m512bh)x);",
+               unorder="from_c", order="to_c",
+               whole="memcpy(&v, A + {r} * lda + k, 4);",
+               tail="v = (int32_t)A[{r} * lda + k];",
+               tail_note="an odd K's last row: its pair's second row and A's are zero"),
+}
+
+
+def _group(kind: str, rows: int, vnni: bool) -> str:
+    """``{kind}_group{rows}``: ``rows`` rows of A against a 64-column chunk of B over K rows
+    [k0, k1), laid out at ``packed`` as the streaming kernels lay it out (``s8_pack``,
+    ``bf_pack``: a group's 4 vectors together, lanes in a permuted column order), the
+    accumulators named (generated unrolled, so they stay in registers). With ``vnni``,
+    ``{kind}_vgroup{rows}`` on the AMX kernels' layout: a group is a VNNI row of the chunk's 4
+    strips, ``stride`` vectors apart, in C's column order; int8 flips B's sign bit as it loads
+    (the streaming layout holds B + 128, the unsigned operand of ``VPDPBUSD``)."""
+    g = GROUP_KINDS[kind]
     acc = [[f"acc{r}_{q}" for q in range(4)] for r in range(rows)]
-    out = [f"static void s8_group{rows}(const int8_t *A, int64_t lda, int32_t *C, int64_t ldc, "
-           "int64_t j, int w, int64_t k0, int64_t k1, int last, const int32_t *rowsum, "
-           "const __m512i *packed) {",
-           "    __m512i " + ", ".join(a for row in acc for a in row) + ";",
+    every = [(r, q, a) for r in range(rows) for q, a in enumerate(acc[r])]
+    c_at = "C + {r} * ldc + j + {col}"
+    sums = ", const int32_t *rowsum" if kind == "s8" else ""
+    name = f"{kind}_{'v' if vnni else ''}group{rows}"
+    out = [f"static void {name}(const {g['a']} *A, int64_t lda, {g['c']} *C, int64_t ldc, "
+           f"int64_t j, int w, int64_t k0, int64_t k1, int last{sums}, const __m512i *packed, "
+           "int64_t stride) {",
+           f"    {g['vec']} " + ", ".join(a for _, _, a in every) + ";",
+           "" if vnni else "    (void)stride;",
            "    if (k0 == 0) {"]
-    for r in range(rows):
-        out.append(f"        __m512i s{r} = _mm512_set1_epi32(-128 * rowsum[{r}]);")
-        out.append("        " + " ".join(f"{a} = s{r};" for a in acc[r]))
-    # a whole chunk's partial sums wait in C in the accumulators' order (no lane transposes
-    # between blocks); a chunk narrower than 64 columns keeps C's order (nothing past N written)
-    out.append("    } else if (w == 64) {")
-    for r in range(rows):
-        out.append("        " + " ".join(f"{a} = _mm512_loadu_si512(C + {r} * ldc + j + {16 * q});"
-                                        for q, a in enumerate(acc[r])))
-    out.append("    } else {")
-    for r in range(rows):
-        loads = ", ".join(f"_mm512_maskz_loadu_epi32(cols16(w, {q}), C + {r} * ldc + j + {16 * q})"
-                          for q in range(4))
-        out.append(f"        __m512i v{r}[4] = {{{loads}}};")
-        out.append(f"        lanes4(v{r});")
-        out.append("        " + " ".join(f"{a} = v{r}[{q}];" for q, a in enumerate(acc[r])))
-    out.append("    }")
+    if kind == "s8":
+        for r in range(rows):
+            out.append(f"        __m512i s{r} = _mm512_set1_epi32(-128 * rowsum[{r}]);")
+            out.append("        " + " ".join(f"{a} = s{r};" for a in acc[r]))
+    else:
+        out.append("        " + " ".join(f"{a} = _mm512_setzero_ps();" for _, _, a in every))
+    masked_c = [f"{a} = {g['masked_load']}(cols16(w, {q}), {c_at.format(r=r, col=16 * q)});"
+                for r, q, a in every]
+    if vnni:  # C's partial sums are in C's order
+        out += ["    } else {", *("        " + x for x in masked_c), "    }"]
+    else:  # a whole chunk's partial sums wait in C in the accumulators' order between blocks
+        out.append("    } else if (w == 64) {")
+        out += [f"        {a} = {g['load']}({c_at.format(r=r, col=16 * q)});"
+                for r, q, a in every]
+        out.append("    } else {")
+        for r in range(rows):
+            loads = ", ".join(f"{g['masked_load']}(cols16(w, {q}), "
+                              f"{c_at.format(r=r, col=16 * q)})" for q in range(4))
+            out += [f"        {g['vec']} v{r}[4] = {{{loads}}};", f"        {g['unorder']}(v{r});",
+                    "        " + " ".join(f"{a} = v{r}[{q}];" for q, a in enumerate(acc[r]))]
+        out.append("    }")
 
     def multiply(a_value: str) -> list[str]:
         body = []
         for r in range(rows):
             body.append(f"        {{ int32_t v; {a_value.format(r=r)} "
                         "__m512i x = _mm512_set1_epi32(v);")
-            body += [f"          {a} = _mm512_dpbusd_epi32({a}, u{q}, x);"
-                     for q, a in enumerate(acc[r])]
+            body += ["          " + g["fma"].format(a=a, q=q) for q, a in enumerate(acc[r])]
             body.append("        }")
         return body
 
+    if vnni:
+        flip = "_mm512_set1_epi8((char)0x80)"
+        loads = [f"_mm512_xor_si512(packed[{q} * stride], {flip})" if kind == "s8"
+                 else f"packed[{q} * stride]" for q in range(4)]
+        advance = "packed += 1"
+    else:
+        loads, advance = [f"packed[{q}]" for q in range(4)], "packed += 4"
+    load_group = "        __m512i " + ", ".join(f"u{q} = {x}" for q, x in enumerate(loads)) + ";"
+    step = g["kstep"]
     out += ["    int64_t k = k0;",
-            "    for (; k + 4 <= k1; k += 4, packed += 4) {",
-            "        __m512i u0 = packed[0], u1 = packed[1], u2 = packed[2], u3 = packed[3];",
-            *multiply("memcpy(&v, A + {r} * lda + k, 4);"),
-            "    }",
-            "    if (k < k1) {  /* K's last 1 to 3 rows: missing rows, and A past K, are zero */",
-            "        __m512i u0 = packed[0], u1 = packed[1], u2 = packed[2], u3 = packed[3];",
-            *multiply("int8_t bytes[4] = {{0, 0, 0, 0}}; for (int i = 0; k + i < k1; i++) "
-                      "bytes[i] = A[{r} * lda + k + i]; memcpy(&v, bytes, 4);"),
-            "    }"]
-    out.append("    if (!last && w == 64) {")
-    for r in range(rows):
-        out += [f"        _mm512_storeu_si512(C + {r} * ldc + j + {16 * q}, {a});"
-                for q, a in enumerate(acc[r])]
-    out.append("    } else {")
-    for r in range(rows):
-        out.append(f"    {{ __m512i v[4] = {{{', '.join(acc[r])}}}; lanes4(v);")
-        out += [f"      _mm512_mask_storeu_epi32(C + {r} * ldc + j + {16 * q}, cols16(w, {q}), "
-                f"v[{q}]);" for q in range(4)]
-        out.append("    }")
-    out += ["    }", "}"]
-    return "\n".join(out)
-
-
-def _bf_group(rows: int) -> str:
-    """``bf_group{rows}``: the bf16 twin of :func:`_s8_group` (pairs of K rows)."""
-    acc = [[f"acc{r}_{q}" for q in range(4)] for r in range(rows)]
-    out = [f"static void bf_group{rows}(const uint16_t *A, int64_t lda, float *C, int64_t ldc, "
-           "int64_t j, int w, int64_t k0, int64_t k1, int last, const __m512i *packed) {",
-           "    __m512 " + ", ".join(a for row in acc for a in row) + ";",
-           "    if (k0 == 0) {",
-           "        " + " ".join(f"{a} = _mm512_setzero_ps();" for row in acc for a in row),
-           "    } else if (w == 64) {",
-           *("        " + " ".join(f"{a} = _mm512_loadu_ps(C + {r} * ldc + j + {16 * q});"
-                                   for q, a in enumerate(acc[r])) for r in range(rows)),
-           "    } else {"]
-    for r in range(rows):
-        loads = ", ".join(f"_mm512_maskz_loadu_ps(cols16(w, {q}), C + {r} * ldc + j + {16 * q})"
-                          for q in range(4))
-        out.append(f"        __m512 v{r}[4] = {{{loads}}};")
-        out.append(f"        from_c(v{r});")
-        out.append("        " + " ".join(f"{a} = v{r}[{q}];" for q, a in enumerate(acc[r])))
-    out.append("    }")
-
-    def multiply(a_value: str) -> list[str]:
-        body = []
+            f"    for (; k + {step} <= k1; k += {step}, {advance}) {{",
+            load_group, *multiply(g["whole"]), "    }",
+            f"    if (k < k1) {{  /* {g['tail_note']} */",
+            load_group, *multiply(g["tail"]), "    }"]
+    masked_store = [f"{g['masked_store']}({c_at.format(r=r, col=16 * q)}, cols16(w, {q}), {a});"
+                    for r, q, a in every]
+    if vnni:
+        out += ["    " + x for x in masked_store]
+    else:
+        out.append("    if (!last && w == 64) {")
+        out += [f"        {g['store']}({c_at.format(r=r, col=16 * q)}, {a});"
+                for r, q, a in every]
+        out.append("    } else {")
         for r in range(rows):
-            body.append(f"        {{ int32_t v; {a_value.format(r=r)} "
-                        "__m512i x = _mm512_set1_epi32(v);")
-            body += [f"          {a} = _mm512_dpbf16_ps({a}, (__m512bh)u{q}, (__m512bh)x);"
-                     for q, a in enumerate(acc[r])]
-            body.append("        }")
-        return body
-
-    out += ["    int64_t k = k0;",
-            "    for (; k + 2 <= k1; k += 2, packed += 4) {",
-            "        __m512i u0 = packed[0], u1 = packed[1], u2 = packed[2], u3 = packed[3];",
-            *multiply("memcpy(&v, A + {r} * lda + k, 4);"),
-            "    }",
-            "    if (k < k1) {  /* an odd K's last row: its pair's second row and A's are zero */",
-            "        __m512i u0 = packed[0], u1 = packed[1], u2 = packed[2], u3 = packed[3];",
-            *multiply("v = (int32_t)A[{r} * lda + k];"),
-            "    }"]
-    out.append("    if (!last && w == 64) {")
-    for r in range(rows):
-        out += [f"        _mm512_storeu_ps(C + {r} * ldc + j + {16 * q}, {a});"
-                for q, a in enumerate(acc[r])]
-    out.append("    } else {")
-    for r in range(rows):
-        out.append(f"    {{ __m512 v[4] = {{{', '.join(acc[r])}}}; to_c(v);")
-        out += [f"      _mm512_mask_storeu_ps(C + {r} * ldc + j + {16 * q}, cols16(w, {q}), "
-                f"v[{q}]);" for q in range(4)]
+            out.append(f"    {{ {g['vec']} v[4] = {{{', '.join(acc[r])}}}; {g['order']}(v);")
+            out += [f"      {g['masked_store']}({c_at.format(r=r, col=16 * q)}, cols16(w, {q}), "
+                    f"v[{q}]);" for q in range(4)]
+            out.append("    }")
         out.append("    }")
-    out += ["    }", "}"]
+    out.append("}")
     return "\n".join(out)
 
 
@@ -484,5 +495,62 @@ def stream_source(kb: int = STREAM_KB, pf: int = STREAM_PF, small: int = STREAM_
         raise ValueError(f"kb={kb}: a positive multiple of 4")
     return STREAM_SOURCE.format(
         kb=kb, pf=pf, small=small, wide=wide,
-        s8_groups="\n\n".join(_s8_group(r) for r in range(1, 5)),
-        bf_groups="\n\n".join(_bf_group(r) for r in range(1, 5)))
+        s8_groups="\n\n".join(_group("s8", r, v) for v in (False, True) for r in range(1, 5)),
+        bf_groups="\n\n".join(_group("bf", r, v) for v in (False, True) for r in range(1, 5)))
+
+
+# A config of the space with pack_b=stream: the streaming kernels behind the harness's and the
+# library's entry points (B row-major; dse_pack answers 3: a library packs B once with an AMX
+# kernel's, whose layout dse_gemm_prepacked streams)
+STREAM_KERNEL = r"""
+static int dse_threads = THREADS;
+
+void dse_set_threads(int n) {{ dse_threads = n > 0 ? n : THREADS; }}
+
+int dse_gemm(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const TIN *B,
+             int64_t ldb, TOUT *C, int64_t ldc) {{
+    if (M < 1 || N < 1 || K < 1 || !A || !B || !C || lda < K || ldb < N || ldc < N) return 1;
+    return dse_stream_{suffix}(M, N, K, A, lda, B, ldb, C, ldc, dse_threads);
+}}
+
+int64_t dse_packed_bytes(int64_t K, int64_t N) {{ (void)K; (void)N; return 0; }}
+
+int dse_pack(int64_t K, int64_t N, const TIN *B, int64_t ldb, char *dst) {{
+    (void)K; (void)N; (void)B; (void)ldb; (void)dst;
+    return 3;
+}}
+
+/* C = A @ B with B packed by an AMX kernel's dse_pack (its VNNI strips), streamed */
+int dse_gemm_prepacked(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda,
+                       const char *packed, TOUT *C, int64_t ldc) {{
+    if (M < 1 || N < 1 || K < 1 || !A || !packed || !C || lda < K || ldc < N) return 1;
+    return dse_stream_{suffix}_vnni(M, N, K, A, lda, packed, C, ldc, dse_threads);
+}}
+
+double dse_time(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const TIN *B,
+                int64_t ldb, TOUT *C, int64_t ldc, int repeats) {{
+    double start = dse_now();
+    for (int i = 0; i < repeats; i++)
+        if (dse_gemm(M, N, K, A, lda, B, ldb, C, ldc)) return -1.0;
+    return (dse_now() - start) / repeats;
+}}
+"""
+
+# the symbols the streaming kernels export (a library renames each kernel's own copy)
+STREAM_SYMBOLS = ("dse_stream_s8s8s32", "dse_stream_bf16bf16f32", "dse_stream_pack_s8",
+                  "dse_stream_pack_bf16", "dse_stream_packed_free", "dse_stream_s8s8s32_packed",
+                  "dse_stream_bf16bf16f32_packed", "dse_stream_s8s8s32_vnni",
+                  "dse_stream_bf16bf16f32_vnni")
+
+
+def stream_kernel(kc: int, nc: int, int8: bool) -> str:
+    """The C after a kernel's header (its types, ``THREADS``, ``dse_now``) of a ``pack_b=stream``
+    config: the streaming kernels with blocks of ``kc`` K rows and ``nc / 64`` chunks re-laid
+    out together (half as many above 4 rows of A), and the harness's entry points."""
+    if kc < 1 or nc < 64 or nc % 64:
+        raise ValueError(f"kc={kc}, nc={nc}: a streaming kernel needs kc >= 1 and nc a "
+                         "multiple of 64")
+    kb = -(-kc // 4) * 4 if int8 else -(-2 * kc // 4) * 4  # bf16 blocks are KB / 2 rows
+    return stream_source(kb=kb, wide=nc // 64) + STREAM_KERNEL.format(
+        suffix="s8s8s32" if int8 else "bf16bf16f32")
+

@@ -12,11 +12,10 @@ from typing import Any
 
 from dse.core.errors import UsageError
 
-SHIPPED = Path(__file__).parent / "targets" / "cpu-amx.toml"
-
 
 def cmd_probe(args: argparse.Namespace) -> int:
     """Probe the engine and write ``args.out`` (refused, saying why, without AMX)."""
+    from dse.core.registry import shipped_targets
     from dse.core.target import rewrite_toml
     from evaluators.hardware.amx import DEVICE, worker_environment
     from evaluators.hardware.amx_detect import amx_problem, cpu_model
@@ -34,7 +33,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
         raise UsageError(f"{out.parent} is not a folder")
     import tomllib
 
-    shipped = amx_target_from_dict(tomllib.loads(SHIPPED.read_text()), str(SHIPPED))
+    shipped_file = shipped_targets()["cpu-amx"]  # the family's own target file
+    shipped = amx_target_from_dict(tomllib.loads(shipped_file.read_text()), str(shipped_file))
     cores = args.cores or system_cores()
     settings = MeasureSettings(1, 3, args.repeats, 0.03, 120.0)
     worker = Worker(worker_environment())
@@ -66,7 +66,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
               f"{os.uname().nodename}) at {stamp}:\n# engine.clock_hz (from the one-core int8 "
               "peak) and the bandwidth section are this machine's; the rest is the shipped "
               "file's.\n")
-    text = rewrite_toml(SHIPPED.read_text(), found)
+    text = rewrite_toml(shipped_file.read_text(), found)
     out.write_text(header + text)
     print(f"wrote {out}")
     return 0

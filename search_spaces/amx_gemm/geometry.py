@@ -8,7 +8,7 @@ import numpy as np
 from dse.core.params import ConfigBatch
 
 CHOICE_CODES = {  # the batch codes of the choices rules and model read (index of each choice)
-    "pack_a": ("yes", "no"), "pack_b": ("gemm", "block", "none"),
+    "pack_a": ("yes", "no"), "pack_b": ("gemm", "block", "none", "stream"),
     "block_order": ("b_block", "a_block"), "micro_order": ("a_strip", "b_strip"),
     "load_hint": ("t0", "t1"),
     "prefetch_c": ("yes", "no"), "split": ("m", "n", "mn"), "engine": ("amx", "avx512"),

@@ -17,6 +17,7 @@ from search_spaces.amx_gemm.geometry import (
 )
 
 TILE_REGISTERS = 8
+STREAM_NC = 512  # columns the streaming kernel re-lays out together, at most (8 chunks)
 
 
 def tiles_used(b: ConfigBatch) -> np.ndarray:
@@ -47,6 +48,7 @@ def rules(target: Any, w: GemmWorkload) -> tuple[Rule, ...]:
     vector = lambda b: b["engine"] == _code("engine", "avx512")  # noqa: E731
     cols = grid_cols_of
     b_in_place = lambda b: b["pack_b"] == _code("pack_b", "none")  # noqa: E731
+    streamed = lambda b: b["pack_b"] == _code("pack_b", "stream")  # noqa: E731
     in_place = lambda b: b["pack_a"] == _code("pack_a", "no")  # noqa: E731
     kept = lambda b: kept_block_bytes(b, e)  # noqa: E731
     return (
@@ -96,6 +98,22 @@ def rules(target: Any, w: GemmWorkload) -> tuple[Rule, ...]:
                           f"column-major (got {w.b_layout}), kc the whole K ({_round_up(w.K, kt)},"
                           f" got {b['kc'][i]}) and pack_a=yes, block_order=b_block, "
                           "micro_order=a_strip"),
+        Rule("stream", "pack_b=stream is the AVX-512 streaming kernel's, on a row-major B: "
+             "whole rows of A (mc = M), 64-column chunks (a 1x4 grid, nc up to 512), B's "
+             "columns split over the threads, the orders, packing and prefetch it does not use "
+             "at their defaults",
+             lambda b: ~streamed(b) | (vector(b) & (w.b_layout == "row") & (b["mc"] == w.M)
+                                       & (b["grid_rows"] == 1) & (b["grid_cols"] == 4)
+                                       & (b["nc"] <= STREAM_NC) & (b["pack_a"] == 0)
+                                       & (b["block_order"] == 0) & (b["micro_order"] == 0)
+                                       & (b["prefetch"] == 0) & (b["prefetch_c"] == 0)
+                                       & (b["split"] == _code("split", "n"))),
+             lambda b, i: "pack_b=stream needs engine=avx512 (got "
+                          f"{CHOICE_CODES['engine'][b['engine'][i]]}), B row-major (got "
+                          f"{w.b_layout}), mc the whole M ({w.M}, got {b['mc'][i]}), a 1x4 grid "
+                          f"(got {b['grid_rows'][i]}x{b['grid_cols'][i]}), nc at most "
+                          f"{STREAM_NC} (got {b['nc'][i]}), split=n and pack_a=yes, "
+                          "block_order=b_block, micro_order=a_strip, prefetch=0, prefetch_c=yes"),
         Rule("threads", f"at most one thread per core ({cores})",
              lambda b: b["threads"] <= cores,
              lambda b, i: f"threads={b['threads'][i]} but the target has {cores} cores"),
