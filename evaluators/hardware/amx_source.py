@@ -577,9 +577,6 @@ static void dse_region(const TIN *A, int64_t lda, const TIN *B, int64_t ldb, TOU
 }
 
 #define MAX_THREADS 80  /* each thread's buffers take 3 of dse_buffer's 256 slots */
-static int dse_threads = THREADS;
-
-void dse_set_threads(int n) { dse_threads = n > 0 ? n : THREADS; }
 
 /* C = A @ B with B as it lies (``packed`` null) or packed by dse_pack (B unused). */
 static int dse_gemm_on(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda,
@@ -665,7 +662,16 @@ int dse_gemm_prepacked(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t ld
     if (M < 1 || N < 1 || K < 1 || !A || !packed || !C || lda < K || ldc < N) return 1;
     return dse_gemm_on(M, N, K, A, lda, 0, N, C, ldc, packed);
 }
+"""
 
+
+# every kernel's threads (dse_set_threads, after its header's THREADS) and the harness's timer
+# (after its dse_gemm), whatever computes the product between them
+THREAD_SETTING = r"""static int dse_threads = THREADS;
+
+void dse_set_threads(int n) { dse_threads = n > 0 ? n : THREADS; }
+"""
+TIMER = r"""
 /* Seconds of ``repeats`` calls of dse_gemm (the harness's timer; negative on an error). */
 double dse_time(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const TIN *B,
                 int64_t ldb, TOUT *C, int64_t ldc, int repeats) {
@@ -708,10 +714,11 @@ def kernel_source(params: Mapping[str, Any], dtype: str, b_layout: str = "row",
     head.append(support_text())
     head.append("#include <omp.h>")
     head += [f"#define {name} {value}" for name, value in defines.items()]
+    head.append(THREAD_SETTING)
     if p["pack_b"] == "stream":  # the streaming kernels: no blocks, grids or packing of B
         return "\n".join([*head, stream_kernel(int(p["kc"]), int(p["nc"]),
-                                                code.c_in == "int8_t")])
+                                                code.c_in == "int8_t"), TIMER])
     micro = _vector_kernel(p, code) if vector else _micro_kernel(p, code)
     if p["pack_b"] == "none":
         micro += "\n" + _dot_kernel(p, code)
-    return "\n".join([*head, C_EDGES, PACKING, micro, DRIVER])
+    return "\n".join([*head, C_EDGES, PACKING, micro, DRIVER, TIMER])

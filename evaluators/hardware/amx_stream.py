@@ -382,13 +382,14 @@ int dse_stream_bf16bf16f32_packed(int64_t M, const void *packed, const uint16_t 
 
 # what the int8 and bf16 row groups differ in: C's element type and its loads and stores, the
 # multiply-add, the K rows of a group, the lane reorders of the streaming layout, and how A's
-# value for a group is read (the whole group, and K's last partial group padded with zeros)
+# value for K's last partial group is read (padded with zeros; a whole group's 4 bytes are read
+# alike, A_GROUP)
+A_GROUP = "memcpy(&v, A + {r} * lda + k, 4);"
 GROUP_KINDS = {
     "s8": dict(a="int8_t", c="int32_t", vec="__m512i", kstep=4,
                load="_mm512_loadu_si512", masked_load="_mm512_maskz_loadu_epi32",
                store="_mm512_storeu_si512", masked_store="_mm512_mask_storeu_epi32",
                fma="{a} = _mm512_dpbusd_epi32({a}, u{q}, x);", unorder="lanes4", order="lanes4",
-               whole="memcpy(&v, A + {r} * lda + k, 4);",
                tail="int8_t bytes[4] = {{0, 0, 0, 0}}; for (int i = 0; k + i < k1; i++) "
                     "bytes[i] = A[{r} * lda + k + i]; memcpy(&v, bytes, 4);",
                tail_note="K's last 1 to 3 rows: missing rows, and A past K, are zero"),
@@ -397,7 +398,6 @@ GROUP_KINDS = {
                store="_mm512_storeu_ps", masked_store="_mm512_mask_storeu_ps",
                fma="{a} = _mm512_dpbf16_ps({a}, (__m512bh)u{q}, (__m512bh)x);",
                unorder="from_c", order="to_c",
-               whole="memcpy(&v, A + {r} * lda + k, 4);",
                tail="v = (int32_t)A[{r} * lda + k];",
                tail_note="an odd K's last row: its pair's second row and A's are zero"),
 }
@@ -465,7 +465,7 @@ def _group(kind: str, rows: int, vnni: bool) -> str:
     step = g["kstep"]
     out += ["    int64_t k = k0;",
             f"    for (; k + {step} <= k1; k += {step}, {advance}) {{",
-            load_group, *multiply(g["whole"]), "    }",
+            load_group, *multiply(A_GROUP), "    }",
             f"    if (k < k1) {{  /* {g['tail_note']} */",
             load_group, *multiply(g["tail"]), "    }"]
     masked_store = [f"{g['masked_store']}({c_at.format(r=r, col=16 * q)}, cols16(w, {q}), {a});"
@@ -503,10 +503,6 @@ def stream_source(kb: int = STREAM_KB, pf: int = STREAM_PF, small: int = STREAM_
 # library's entry points (B row-major; dse_pack answers 3: a library packs B once with an AMX
 # kernel's, whose layout dse_gemm_prepacked streams)
 STREAM_KERNEL = r"""
-static int dse_threads = THREADS;
-
-void dse_set_threads(int n) {{ dse_threads = n > 0 ? n : THREADS; }}
-
 int dse_gemm(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const TIN *B,
              int64_t ldb, TOUT *C, int64_t ldc) {{
     if (M < 1 || N < 1 || K < 1 || !A || !B || !C || lda < K || ldb < N || ldc < N) return 1;
@@ -526,14 +522,6 @@ int dse_gemm_prepacked(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t ld
     if (M < 1 || N < 1 || K < 1 || !A || !packed || !C || lda < K || ldc < N) return 1;
     return dse_stream_{suffix}_vnni(M, N, K, A, lda, packed, C, ldc, dse_threads);
 }}
-
-double dse_time(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const TIN *B,
-                int64_t ldb, TOUT *C, int64_t ldc, int repeats) {{
-    double start = dse_now();
-    for (int i = 0; i < repeats; i++)
-        if (dse_gemm(M, N, K, A, lda, B, ldb, C, ldc)) return -1.0;
-    return (dse_now() - start) / repeats;
-}}
 """
 
 # the symbols the streaming kernels export (a library renames each kernel's own copy)
@@ -544,9 +532,10 @@ STREAM_SYMBOLS = ("dse_stream_s8s8s32", "dse_stream_bf16bf16f32", "dse_stream_pa
 
 
 def stream_kernel(kc: int, nc: int, int8: bool) -> str:
-    """The C after a kernel's header (its types, ``THREADS``, ``dse_now``) of a ``pack_b=stream``
-    config: the streaming kernels with blocks of ``kc`` K rows and ``nc / 64`` chunks re-laid
-    out together (half as many above 4 rows of A), and the harness's entry points."""
+    """The C after a kernel's header (its types, ``dse_threads``) of a ``pack_b=stream`` config:
+    the streaming kernels with blocks of ``kc`` K rows and ``nc / 64`` chunks re-laid out
+    together (half as many above 4 rows of A), and the library's entry points (the harness's
+    timer follows)."""
     if kc < 1 or nc < 64 or nc % 64:
         raise ValueError(f"kc={kc}, nc={nc}: a streaming kernel needs kc >= 1 and nc a "
                          "multiple of 64")
