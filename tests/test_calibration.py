@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from dse.core.registry import load_target
-from evaluators.analytical.calibration import calibrate, calibrated_values, write_values
+from evaluators.analytical.calibration import (
+    calibrate,
+    calibrated_values,
+    derive_xdna2_simulator,
+    fit_command_latency,
+    simulator_cost,
+    write_values,
+)
 
 
 @pytest.fixture(scope="module")
@@ -14,10 +21,28 @@ def fitted():
 
 
 def test_shipped_constants_match_the_fit(fitted):
+    # the event simulator's constants aside (below)
     for cal in fitted:
         shipped = calibrated_values(load_target(cal.target.name))
         for key, value in calibrated_values(cal.target).items():
-            assert shipped[key] == pytest.approx(value, rel=1e-3, abs=1e-9), key
+            if not key.startswith("simulator."):
+                assert shipped[key] == pytest.approx(value, rel=1e-3, abs=1e-9), key
+
+
+def test_shipped_simulator_constants_are_a_fit_as_good_as_this_machines(fitted):
+    # The simulator's residual is rugged: minima within 0.1 % of each other's cost lie far
+    # apart (DMA set-up 2,261 or 3,342 cycles), and which one the fit reaches moves with the
+    # machine's floating point (its BLAS). What the file must hold is a minimum: a cost no
+    # higher than this machine's fit, the command latency that the sequential-BD loss gives
+    # for the other constants, and XDNA2's derived from XDNA's.
+    xdna, xdna2 = load_target("xdna"), load_target("xdna2")
+    assert simulator_cost(xdna) <= simulator_cost(fitted[0].target) * 1.005
+    latency = fit_command_latency(xdna).simulator.command_latency_s
+    assert xdna.simulator.command_latency_s == pytest.approx(latency, rel=1e-3)
+    derived = calibrated_values(derive_xdna2_simulator(xdna, xdna2))
+    shipped = calibrated_values(xdna2)
+    for key in (k for k in shipped if k.startswith("simulator.")):
+        assert shipped[key] == pytest.approx(derived[key], rel=1e-3, abs=1e-9), key
 
 
 def test_fit_quality(fitted):

@@ -265,11 +265,21 @@ def simulator_residuals(target: XdnaTarget, points: Sequence[EndToEndPoint]) -> 
     return {p.label: simulate_point(target, p)["tops"] / p.tops - 1 for p in points}
 
 
+SIMULATOR_POINTS = (*paper_data.table2(), paper_data.SHORT_RUN_BF16,
+                    paper_data.TABLE1_KERNEL_INT16)
+
+
+def simulator_cost(target: XdnaTarget) -> float:
+    """The sum of the squared relative errors of the simulator's TOPS on the points its
+    constants are fitted to (what :func:`fit_simulator` minimises)."""
+    return float(sum(e * e for e in simulator_residuals(target, SIMULATOR_POINTS).values()))
+
+
 def fit_simulator(target: XdnaTarget) -> XdnaTarget:
     """The simulator's DRAM curve, DMA set-up time and the DRAM share of C writes against reads
     on the same XDNA points as the model's, then its command latency on the sequential-BD
     loss."""
-    points = paper_data.table2() + [paper_data.SHORT_RUN_BF16, paper_data.TABLE1_KERNEL_INT16]
+    points = list(SIMULATOR_POINTS)
 
     def build(x: np.ndarray) -> XdnaTarget:
         return with_values(target, simulator={"dram_peak_bytes_per_s": x[0] * 1e9,
@@ -281,16 +291,20 @@ def fit_simulator(target: XdnaTarget) -> XdnaTarget:
         lambda x: np.array(list(simulator_residuals(build(x), points).values())),
         [17.0, 283.0, 50.0, 0.5], {2: (0, 1250, 2500, 3750, 5000), 3: (0.2, 0.4, 0.6, 0.8)},
         [1, 1, 0, 0.05], [500, 5000, 5000, 1.0])
-    fitted = build(x)
+    return fit_command_latency(build(x))
+
+
+def fit_command_latency(target: XdnaTarget) -> XdnaTarget:
+    """The simulator's command latency on the sequential-BD loss, its other constants kept."""
     point = next(p for p in paper_data.table2() if p.dtype == "int8-int16" and p.rank == 1)
 
     def loss(us: float) -> float:
-        t = with_values(fitted, simulator={"command_latency_s": us * 1e-6})
+        t = with_values(target, simulator={"command_latency_s": us * 1e-6})
         ratio = (simulate_point(t, point, bd_scheme="sequential")["tops"]
                  / simulate_point(t, point)["tops"])
         return (1 - ratio) - paper_data.SEQUENTIAL_BD_LOSS
 
-    return with_values(fitted, simulator={"command_latency_s": _bisect(loss, 0.0, 1000.0) * 1e-6})
+    return with_values(target, simulator={"command_latency_s": _bisect(loss, 0.0, 1000.0) * 1e-6})
 
 
 def derive_xdna2_simulator(xdna: XdnaTarget, xdna2: XdnaTarget) -> XdnaTarget:
@@ -319,7 +333,7 @@ def calibrate() -> tuple[Calibration, Calibration]:
     xdna2 = derive_xdna2_dram(xdna, xdna2)
     xdna2 = derive_xdna2_simulator(xdna, xdna2)
     kernels = paper_data.table1() + paper_data.table2_kernels()
-    end_to_end = paper_data.table2() + [paper_data.SHORT_RUN_BF16, paper_data.TABLE1_KERNEL_INT16]
+    end_to_end = list(SIMULATOR_POINTS)
     return (
         Calibration(xdna, kernel_residuals(xdna, [p for p in kernels if p.device == "xdna"]),
                     end_to_end_residuals(xdna, end_to_end),

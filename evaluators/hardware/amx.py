@@ -95,7 +95,7 @@ class AmxEvaluator(Evaluator):
         here, or None."""
         if self.engine == "avx512":
             return vector_problem("int8-int32")
-        return None if self.emulate else amx_problem()
+        return _emulation_problem("int8-int32") if self.emulate else amx_problem()
 
     def engine_problem(self, params: dict[str, Any], dtype: str) -> str | None:
         """Why this config cannot be measured here (its engine missing, or not the one this
@@ -105,7 +105,7 @@ class AmxEvaluator(Evaluator):
             return f"this evaluator measures engine={self.engine} configs only, not {engine}"
         if engine == "avx512":
             return vector_problem(dtype)
-        return None if self.emulate else amx_problem()
+        return _emulation_problem(dtype) if self.emulate else amx_problem()
 
     def _get_worker(self) -> Worker:
         if self._worker is None:
@@ -170,3 +170,11 @@ class AmxEvaluator(Evaluator):
     def close(self) -> None:
         if self._worker is not None:
             self._worker.close()
+
+
+def _emulation_problem(dtype: str) -> str | None:
+    """Why AMX kernels of ``dtype`` with their tiles emulated cannot run here, or None: the
+    tiles are C, but the kernels' packing and edges are AVX-512 still."""
+    problem = vector_problem(dtype)
+    return f"emulated AMX tiles still need AVX-512 (the kernels' packing and edges): " \
+           f"{problem}" if problem else None
