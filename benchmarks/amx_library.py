@@ -47,7 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,7 +210,8 @@ class Library:
     def kernel(self, shape: Shape) -> str:
         """Which of the library's kernels serves ``shape`` (``dse_gemm_kernel``)."""
         index = self.lib.dse_gemm_kernel(shape.M, shape.N, shape.K)
-        return {-1: "streaming", -2: "general AVX-512"}.get(index, f"table kernel {index}")
+        return {-1: "streaming", -2: "general AVX-512", -4: "portable"}.get(
+            index, f"table kernel {index}")
 
     def call(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Callable[[], int]:
         """A call of the library on these operands (arguments converted once)."""
@@ -378,6 +379,26 @@ def report_set(label: str, shapes: list[Shape]) -> list[float]:
     return summed
 
 
+def argument_error(checks: Iterable[tuple[bool, str]], script: str) -> bool:
+    """Whether one of ``checks`` (wrong, why) is wrong; the first printed as ``script``'s
+    error."""
+    for wrong, why in checks:
+        if wrong:
+            print(f"{script}: error: {why}", file=sys.stderr)
+            return True
+    return False
+
+
+def torch_problem() -> str | None:
+    """Why PyTorch (oneDNN's way in here) cannot be imported, or None."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return "PyTorch is not installed (pip install -e '.[test]'); oneDNN is the baseline " \
+               "through it"
+    return None
+
+
 def engine_here() -> tuple[str, str | None]:
     """The engine the study runs on this CPU (AMX where it has it, else AVX-512) and why not
     even AVX-512 can run, if so."""
@@ -412,27 +433,25 @@ def main() -> int:
     args = parser.parse_args()
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     bad = [s for s in sets if s not in ("mix", "outside")]
-    for wrong, why in ((args.rounds < 1, "--rounds: at least 1"),
+    if argument_error(((args.rounds < 1, "--rounds: at least 1"),
                        (args.batch_s <= 0, "--batch-s: above 0"),
                        (args.threads < 1, "--threads: at least 1"),
                        (args.kernels is not None and args.kernels < 1, "--kernels: at least 1"),
                        (args.keep is not None and args.keep < 1, "--keep: at least 1"),
                        (bool(bad) or not sets, f"--sets: mix and/or outside, got {args.sets!r}"),
                        (bool(args.out) and not Path(args.out or ".").is_dir(),
-                        f"--out {args.out}: not a folder")):
-        if wrong:
-            print(f"amx_library.py: error: {why}", file=sys.stderr)
-            return 2
+                        f"--out {args.out}: not a folder")),
+                      "amx_library.py"):
+        return 2
     engine, problem = engine_here()
     if problem:
         print(f"cannot run: {problem}", file=sys.stderr)
         return 2
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("cannot run: PyTorch is not installed (pip install -e '.[test]'); oneDNN is "
-              "the baseline through it", file=sys.stderr)
+    if torch_problem():
+        print(f"cannot run: {torch_problem()}", file=sys.stderr)
         return 2
+    import torch
+
     folder = Path(args.out or tempfile.mkdtemp(prefix="dse-amx-library-"))
     storage = args.storage or str(folder / "study.db")
     from dse.core.errors import UsageError
@@ -448,7 +467,8 @@ def main() -> int:
         print(f"amx_library.py: error: {exc}", file=sys.stderr)
         return 2
     lib = Library(library, args.dtype)
-    print(f"library {library}: engine {'AMX' if lib.lib.dse_gemm_engine() else 'AVX-512'}, "
+    engine_name = {1: "AMX", 0: "AVX-512"}.get(lib.lib.dse_gemm_engine(), "portable")
+    print(f"library {library}: engine {engine_name}, "
           f"{len(table['kernels'])} table kernels; {args.threads} threads for it and oneDNN "
           f"(torch {torch.__version__})", flush=True)
     mix = mix_shapes(table)

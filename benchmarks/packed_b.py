@@ -130,8 +130,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="dse-packed-b-") as folder:
         lib = build(Path(folder), args.dtype)
         lib.dse_set_threads(args.threads)
-        engine = "AMX (packed: B in the AMX kernels' layout)" if lib.dse_gemm_engine() \
-            else "AVX-512 streaming"
+        engine = {1: "AMX (packed: B in the AMX kernels' layout)", 0: "AVX-512 streaming"}.get(
+            lib.dse_gemm_engine(), "portable (DSE_GEMM_ISA=portable)")
         print(f"engine {engine}; {args.threads} threads; {len(shapes)} shapes "
               f"({'AMX absent: ' + amx_problem() if amx_problem() else 'AMX present'})")
         packed_times: list[float] = []

@@ -1,12 +1,16 @@
 """``dse dispatch build``: a dispatch table's AMX kernels as one shared library, called through
 its C ABI from Python (ctypes) and from a C program compiled here: tails, leading dimensions,
 threads, both dtypes, bad arguments refused with C untouched. The AMX kernels run emulated on a
-CPU without AMX (and natively where it has AMX); the AVX-512 ones natively."""
+CPU without AMX (and natively where it has AMX); the AVX-512 ones natively; on a CPU without
+AVX-512 VNNI and BF16, and wherever ``DSE_GEMM_ISA=portable`` caps the engine, the portable
+kernels serve every shape: the ABI's tests run on every x86-64 CPU."""
 
 from __future__ import annotations
 
 import ctypes
 import json
+import os
+import shutil
 import subprocess
 
 import numpy as np
@@ -16,10 +20,15 @@ from dse.cli import main
 from evaluators.hardware.amx_detect import amx_problem, cpu_flags
 from evaluators.hardware.amx_kernel import from_bf16, operands
 
-pytestmark = pytest.mark.skipif(
-    not {"avx512_vnni", "avx512_bf16"} <= cpu_flags(),
-    reason="the library's kernels need AVX-512 VNNI and BF16 (and AMX, or its emulation)")
+AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd", "avx512_vnni",
+          "avx512_bf16"} <= cpu_flags()
+needs_avx512 = pytest.mark.skipif(
+    not AVX512, reason="the library's tuned kernels need AVX-512 VNNI and BF16 (this CPU runs "
+                       "its portable kernels)")
 EMULATE = amx_problem() is not None
+# the engine the library picks here: AMX (emulated where the CPU lacks it: AVX-512 is enough),
+# else AVX-512, else the portable kernels
+ENGINE = (1 if amx_problem() is None or EMULATE else 0) if AVX512 else -1
 
 TABLE = {
     "format": "dse-dispatch/1", "study": "lib-test", "target": "cpu-amx", "evaluator": "amx",
@@ -85,21 +94,53 @@ def library(tmp_path_factory):
     return folder
 
 
+def load_capped(path, isa: str) -> ctypes.CDLL:
+    """The library at ``path`` loaded anew (a copy: its own state) with ``DSE_GEMM_ISA=isa``
+    read by its first call."""
+    copy = path.with_name(f"{path.stem}-{isa}.so")
+    shutil.copy(path, copy)
+    lib = ctypes.CDLL(str(copy))
+    os.environ["DSE_GEMM_ISA"] = isa
+    try:
+        lib.dse_gemm_engine()
+    finally:
+        del os.environ["DSE_GEMM_ISA"]
+    return lib
+
+
+@pytest.fixture(scope="module", params=["as-built", "portable"])
+def loaded(library, request):
+    """The library as this CPU runs it, and capped to its portable kernels."""
+    path = library / "libdsegemm.so"
+    if request.param == "portable":
+        return load_capped(path, "portable"), -1
+    return ctypes.CDLL(str(path)), ENGINE
+
+
 def _gemm(lib: ctypes.CDLL, dtype: str):
     fn = lib.dse_gemm_s8s8s32 if dtype == "int8-int32" else lib.dse_gemm_bf16bf16f32
     fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64] * 3
     return fn
 
 
+# every tail of the portable kernels' row groups (4), column tiles (16), int8's pairs of K rows,
+# blocks of K (256 int8, 128 bf16), tasks of 128 rows and 256 columns
+PORTABLE_SHAPES = [(1, 1, 1, 0), (1, 5, 3, 0), (3, 65, 9, 2), (5, 127, 1030, 3),
+                   (7, 999, 100, 0), (9, 33, 258, 5), (300, 70, 9, 1), (130, 300, 257, 2)]
+
+
 @pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
-def test_every_shape_is_served_exactly(library, dtype):
-    lib = ctypes.CDLL(str(library / "libdsegemm.so"))
+def test_every_shape_is_served_exactly(loaded, dtype):
+    lib, engine = loaded
+    assert lib.dse_gemm_engine() == engine
     fn = _gemm(lib, dtype)
     lib.dse_gemm_kernel.argtypes = [ctypes.c_int64] * 3
-    assert [lib.dse_gemm_kernel(M, N, K) for M, N, K, _ in SHAPES] == [1, 1, 0, 2, 0, 3, 3]
+    assert [lib.dse_gemm_kernel(M, N, K) for M, N, K, _ in SHAPES] == \
+        ([1, 1, 0, 2, 0, 3, 3] if engine == 1 else [-4] * len(SHAPES) if engine < 0
+         else [-1] * len(SHAPES))
     for threads in (1, 2):
         lib.dse_set_threads(threads)
-        for M, N, K, pad in SHAPES:
+        for M, N, K, pad in SHAPES + (PORTABLE_SHAPES if engine < 0 else []):
             a, b, c, reference = operands(dtype, M, N, K, 5, pad, "row")
             c.fill(-7)
             assert fn(M, N, K, a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1],
@@ -107,6 +148,31 @@ def test_every_shape_is_served_exactly(library, dtype):
             error = np.abs(c[:, :N] - reference).max()
             assert error <= (0 if dtype == "int8-int32" else 1e-5 * K), (M, N, K, threads)
             assert (c[:, N:] == -7).all()  # past N, within ldc: not written
+
+
+def test_the_portable_kernels_plain_c_micro_kernels_are_exact(tmp_path):
+    # what a CPU without AVX2 runs (the library's portable kernels elsewhere take AVX2's)
+    from evaluators.hardware.amx_build import LIBRARY_PORTABLE_FLAGS, compiler
+    from evaluators.hardware.amx_portable import portable_source
+
+    (tmp_path / "portable.c").write_text(portable_source())
+    subprocess.run([*compiler(), *LIBRARY_PORTABLE_FLAGS, "-DAVX2_ALLOWED=0", "-shared",
+                    str(tmp_path / "portable.c"), "-o", str(tmp_path / "portable.so")],
+                   check=True)
+    lib = ctypes.CDLL(str(tmp_path / "portable.so"))
+    for dtype, fn in (("int8-int32", lib.dse_portable_s8s8s32),
+                      ("bf16-fp32", lib.dse_portable_bf16bf16f32)):
+        fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64] * 3 + [
+            ctypes.c_int]
+        for threads in (1, 2):
+            for M, N, K, pad in PORTABLE_SHAPES:
+                a, b, c, reference = operands(dtype, M, N, K, 9, pad, "row")
+                c.fill(-7)
+                assert fn(M, N, K, a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1],
+                          c.ctypes.data, c.shape[1], threads) == 0
+                error = np.abs(c[:, :N] - reference).max()
+                assert error <= (0 if dtype == "int8-int32" else 1e-5 * K), (M, N, K, threads)
+                assert (c[:, N:] == -7).all()
 
 
 def _packed_api(lib: ctypes.CDLL, dtype: str):
@@ -166,13 +232,12 @@ def check_packed_b(lib: ctypes.CDLL, dtype: str, shapes) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
-def test_a_b_packed_once_serves_many_calls(library, dtype):
-    check_packed_b(ctypes.CDLL(str(library / "libdsegemm.so")), dtype, SHAPES)
+def test_a_b_packed_once_serves_many_calls(loaded, dtype):
+    check_packed_b(loaded[0], dtype, SHAPES)
 
 
-def test_bad_arguments_are_refused_and_c_untouched(library):
-    lib = ctypes.CDLL(str(library / "libdsegemm.so"))
-    fn = _gemm(lib, "int8-int32")
+def test_bad_arguments_are_refused_and_c_untouched(loaded):
+    fn = _gemm(loaded[0], "int8-int32")
     a, b, c, _ = operands("int8-int32", 4, 4, 4, 5, 0, "row")
     cases = [(0, 4, 4, a.ctypes.data, 4, b.ctypes.data, 4, c.ctypes.data, 4),
              (4, 4, 4, a.ctypes.data, 3, b.ctypes.data, 4, c.ctypes.data, 4),
@@ -188,10 +253,16 @@ def test_a_c_program_links_the_library(library, tmp_path):
     subprocess.run(["cc", "-O1", str(tmp_path / "main.c"), f"-I{library}", f"-L{library}",
                     "-ldsegemm", f"-Wl,-rpath,{library}", "-o", str(tmp_path / "main")],
                    check=True)
-    done = subprocess.run([str(tmp_path / "main")], capture_output=True, text=True)
-    assert done.returncode == 0 and done.stdout.startswith("ok"), done.stdout + done.stderr
-    engine = int(done.stdout.strip().split("=")[1])
-    assert engine == (0 if amx_problem() and not EMULATE else 1)
+    capped = {"": ENGINE, "portable": -1, "avx512": min(ENGINE, 0), "amx": ENGINE,
+              "sse2": ENGINE}
+    for isa, engine in capped.items():
+        done = subprocess.run([str(tmp_path / "main")], capture_output=True, text=True,
+                              env={**os.environ, "DSE_GEMM_ISA": isa})
+        assert done.returncode == 0 and done.stdout.startswith("ok"), done.stdout + done.stderr
+        assert int(done.stdout.strip().split("=")[1]) == engine, isa
+        # a value it does not know is named, and ignored
+        assert ("DSE_GEMM_ISA=sse2 is none of amx, avx512, portable" in done.stderr) == \
+            (isa == "sse2")
 
 
 def test_a_table_of_a_family_without_a_builder_is_refused(tmp_path, capsys):
@@ -246,6 +317,7 @@ def stream(tmp_path_factory):
     return lib
 
 
+@needs_avx512
 @pytest.mark.parametrize("packed", [False, True], ids=["b-in-place", "b-packed-once"])
 @pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
 def test_the_streaming_kernels_are_exact_on_every_tail(stream, dtype, packed):
@@ -312,6 +384,7 @@ def native(tmp_path_factory):
     return lib
 
 
+@needs_avx512
 def test_without_amx_small_m_streams_and_an_unseen_weight_runs_the_nearest_shapes_kernel(
         native):
     assert native.dse_gemm_engine() == 0
@@ -323,6 +396,7 @@ def test_without_amx_small_m_streams_and_an_unseen_weight_runs_the_nearest_shape
     assert kernel(0, 1, 1) == -3
 
 
+@needs_avx512
 def test_by_default_every_gemm_streams_without_amx(tmp_path):
     if amx_problem() is None:
         pytest.skip("this CPU has AMX: the library runs its AMX kernels")
@@ -342,6 +416,7 @@ def test_the_nearest_shapes_log_is_the_dispatchers():
     assert rough_log2(4096) == 12.0
 
 
+@needs_avx512
 @pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
 def test_without_amx_every_path_is_exact(native, dtype):
     fn = _gemm(native, dtype)

@@ -18,6 +18,14 @@ from evaluators.hardware.amx_detect import cpu_flags, cpu_model
 
 AMX_FLAGS = ("-mamx-tile", "-mamx-int8", "-mamx-bf16")
 BASE_FLAGS = ("-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=gnu11")
+# A library (``dse dispatch build``) is built for ISAs, not for the machine that builds it: it
+# may run on another CPU. Its tuned kernels take x86-64-v4 with VNNI and BF16 (and AMX's), which
+# its dispatcher checks at run time before it calls one; the dispatcher and the portable kernels
+# take the baseline x86-64 (their AVX2 micro-kernels are chosen at run time too).
+LIBRARY_KERNEL_FLAGS = ("-O2", "-march=x86-64-v4", "-mavx512vnni", "-mavx512bf16", *AMX_FLAGS,
+                        "-mtune=native", "-fopenmp", "-fPIC", "-std=gnu11")
+LIBRARY_PORTABLE_FLAGS = ("-O2", "-march=x86-64", "-mtune=generic", "-fopenmp", "-fPIC",
+                          "-std=gnu11")
 COMPILE_TIMEOUT_S = 120.0
 
 
@@ -70,8 +78,13 @@ def build(source: str, emulate: bool = False) -> Build:
         except subprocess.TimeoutExpired:
             return Build(None, f"the compiler did not finish within {COMPILE_TIMEOUT_S:g} s")
         if done.returncode != 0:
-            lines = [ln for ln in done.stderr.splitlines() if "error" in ln] \
-                or done.stderr.splitlines() or [f"{command[0]} exited with {done.returncode}"]
-            return Build(None, "compile error: " + " | ".join(lines[:4])[:800])
+            return Build(None, "compile error: " + complaint(done, command[0]))
         os.replace(out, library)  # atomic: a racing build of the same source writes the same
     return Build(library, seconds=time.perf_counter() - start)
+
+
+def complaint(done: subprocess.CompletedProcess, program: str) -> str:
+    """What a failed compile said: its first lines that name an error (else its first lines)."""
+    lines = [ln for ln in done.stderr.splitlines() if "error" in ln] \
+        or done.stderr.splitlines() or [f"{program} exited with {done.returncode}"]
+    return " | ".join(lines[:4])[:800]

@@ -1,7 +1,8 @@
 """A dispatch table's AMX kernels as one shared library a program links (``dse dispatch
 build``): each kernel compiled on its own (its symbols renamed), a dispatcher that picks one by
 the table's rules, a general kernel of the other dtype, AVX-512 kernels for CPUs without AMX,
-and the header ``dse_gemm.h``. Nothing of Python at run time.
+portable kernels for CPUs without AVX-512, and the header ``dse_gemm.h``. Nothing of Python at
+run time.
 
 The C ABI (row-major A, B and C, leading dimensions honoured; 0 on success, non-zero and C
 untouched on bad arguments)::
@@ -11,7 +12,8 @@ untouched on bad arguments)::
     int dse_gemm_bf16bf16f32(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
                              const uint16_t *B, int64_t ldb, float *C, int64_t ldc);
     void dse_set_threads(int n);   /* default: every core */
-    int dse_gemm_engine(void);     /* 1: the AMX kernels run, 0: the AVX-512 ones */
+    int dse_gemm_engine(void);     /* 1: the AMX kernels run, 0: the AVX-512 ones, -1: the
+                                      portable ones */
     int dse_gemm_kernel(int64_t M, int64_t N, int64_t K);  /* which kernel serves a shape */
 
 and, for a weight B that many calls multiply, B packed once (``PACKED_API``: ``dse_pack_b_s8``
@@ -21,6 +23,11 @@ On a CPU without AMX, a GEMM of at most :data:`STREAM_M` rows (by default: any) 
 streaming kernels of
 :mod:`.amx_stream` (B read in place); a weight shape the table has no rule for runs the kernel
 of the table's nearest shape (in log M, K and N; the table's fallback when it lists no shapes).
+On a CPU without AVX-512 VNNI and BF16 every GEMM runs the portable kernels of
+:mod:`.amx_portable`. The kernels are built for those ISAs, not for the machine that builds the
+library, and the dispatcher (built for the baseline x86-64) checks CPUID before it calls one,
+so a library runs on any x86-64 CPU. ``DSE_GEMM_ISA`` (``amx``, ``avx512`` or ``portable``)
+caps the engine at run time, as ``ONEDNN_MAX_CPU_ISA`` does oneDNN's.
 """
 
 from __future__ import annotations
@@ -34,7 +41,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from evaluators.hardware.amx_build import COMPILE_TIMEOUT_S, compile_command
+from evaluators.hardware.amx_build import (
+    COMPILE_TIMEOUT_S,
+    LIBRARY_KERNEL_FLAGS,
+    LIBRARY_PORTABLE_FLAGS,
+    compiler,
+    complaint,
+)
+from evaluators.hardware.amx_portable import portable_source
 from evaluators.hardware.amx_source import kernel_source
 from evaluators.hardware.amx_stream import STREAM_SYMBOLS, stream_source
 
@@ -54,7 +68,7 @@ GENERAL = {"amx": {"grid_rows": 2, "grid_cols": 2, "mc": 256, "kc": 1024, "nc": 
            "avx512": {"grid_rows": 4, "grid_cols": 4, "mc": 64, "kc": 1024, "nc": 256,
                       "engine": "avx512", "split": "n"}}
 
-HEADER = """/* dse_gemm.h: GEMMs tuned by dse ({study} on {target}), built for this CPU. */
+HEADER = """/* dse_gemm.h: GEMMs tuned by dse ({study} on {target}), for any x86-64 CPU. */
 #ifndef DSE_GEMM_H
 #define DSE_GEMM_H
 #include <stdint.h>
@@ -70,16 +84,19 @@ int dse_gemm_bf16bf16f32(int64_t M, int64_t N, int64_t K, const uint16_t *A, int
 /* Threads of every later call (default: every core). */
 void dse_set_threads(int n);
 /* 1 when the AMX kernels run, 0 when this CPU (or its kernel) has no AMX and the AVX-512
- * kernels serve every shape. */
+ * kernels serve every shape, -1 when it has no AVX-512 VNNI and BF16 and the portable kernels
+ * (AVX2 where the CPU has it) do. DSE_GEMM_ISA=amx, avx512 or portable in the environment
+ * caps it. */
 int dse_gemm_engine(void);
 /* The kernel a GEMM of the table's dtype runs: its index in the dispatch table, -1 the
- * streaming kernel (small M without AMX), -2 the general AVX-512 kernel, -3 a size below 1. */
+ * streaming kernel (small M without AMX), -2 the general AVX-512 kernel, -3 a size below 1,
+ * -4 the portable kernel (a CPU without AVX-512). */
 int dse_gemm_kernel(int64_t M, int64_t N, int64_t K);
 /* A weight B (K x N, row-major) that many calls multiply, packed once: the caller may free B.
  * The packed calls skip re-laying B out at every call: without AMX B is packed in the
  * streaming kernels' layout, with AMX in the AMX kernels' (which the streaming kernels of the
  * table stream too; a shape whose table kernel is another AVX-512 one then runs the general
- * AMX kernel). NULL on a wrong argument or no memory. */
+ * AMX kernel); the portable kernels keep a copy of B. NULL on a wrong argument or no memory. */
 typedef struct dse_packed_b dse_packed_b;
 dse_packed_b *dse_pack_b_s8(int64_t K, int64_t N, const int8_t *B, int64_t ldb);
 dse_packed_b *dse_pack_b_bf16(int64_t K, int64_t N, const uint16_t *B, int64_t ldb);
@@ -133,6 +150,7 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
     suffix, c_in, c_out = DTYPES[table["dtype"]]
     kernels = kernels_of(table)
     lines = ["#define DSE_AMX_EMULATE 1" if emulate else "", "#include <stdint.h>",
+             "#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>",
              "#include <cpuid.h>", "#include <omp.h>", ""]
     for name, dtype, _ in kernels:
         _, k_in, k_out = DTYPES[dtype]
@@ -148,6 +166,8 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
         lines.append(f"int64_t dse_amx_{c_suffix}_packed_bytes(int64_t, int64_t);")
         lines.append(f"int dse_amx_{c_suffix}_pack(int64_t, int64_t, const {k_in} *, int64_t, "
                      "char *);")
+        lines.append(f"int dse_portable_{c_suffix}(int64_t, int64_t, int64_t, const {k_in} *, "
+                     f"int64_t, const {k_in} *, int64_t, {k_out} *, int64_t, int);")
     lines.append(f"#define STREAM_M {int(stream_m)}LL")
     rules = table["rules"] or []
     lines += ["", "typedef struct { int64_t k, n, m_min, m_max; int kernel; } dse_rule;",
@@ -168,7 +188,7 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
     prepacked_calls = "\n".join(
         f"        case {n}: done = dse_k{n}_gemm_prepacked(M, N, K, A, lda, B, C, ldc); break;"
         for n in range(len(table["kernels"])))
-    setters = "\n".join(f"    dse_{name}_set_threads(n);" for name, _, _ in kernels)
+    setters = "\n".join(f"    dse_{name}_set_threads(threads);" for name, _, _ in kernels)
     lines.append(DISPATCH.format(suffix=suffix, c_in=c_in, c_out=c_out, table_calls=table_calls,
                                  prepacked_calls=prepacked_calls, setters=setters,
                                  request="dse_amx_s8s8s32_amx_request"))
@@ -180,7 +200,7 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
 
 
 DISPATCH = r"""
-static int engine = -1;  /* 1: AMX, 0: AVX-512 only */
+static int engine = -2;  /* 1: AMX, 0: AVX-512 only, -1: the portable kernels; -2: not chosen */
 static int threads_set = 0;
 static int threads = 1;  /* of every kernel, the streaming ones' included */
 
@@ -191,7 +211,18 @@ static int bad_arguments(int64_t M, int64_t N, int64_t K, const void *A, int64_t
     return M < 1 || N < 1 || K < 1 || !A || !B || !C || lda < K || ldb < N || ldc < N;
 }}
 
-/* AMX when CPUID says so and Linux grants the tile state. */
+/* The ISA the tuned kernels are built for: x86-64-v4 (what any CPU with these AVX-512 subsets
+ * has of it) with VNNI and BF16, its registers saved by the OS (the compiler's check reads
+ * XCR0). Nothing of theirs runs before this says yes. */
+static int avx512_usable(void) {{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+           && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("avx512f")
+           && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")
+           && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd")
+           && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
+}}
+
+/* AMX when CPUID says so and Linux grants the tile state (emulated: AVX-512 is enough). */
 static int amx_usable(void) {{
 #ifdef DSE_AMX_EMULATE
     return 1;
@@ -202,20 +233,38 @@ static int amx_usable(void) {{
     return {request}() == 0;
 }}
 
+/* The highest engine DSE_GEMM_ISA allows (as ONEDNN_MAX_CPU_ISA caps oneDNN's) */
+static int engine_cap(void) {{
+    const char *isa = getenv("DSE_GEMM_ISA");
+    if (!isa || !*isa || !strcmp(isa, "amx")) return 1;
+    if (!strcmp(isa, "avx512")) return 0;
+    if (!strcmp(isa, "portable")) return -1;
+    fprintf(stderr, "dse_gemm: DSE_GEMM_ISA=%s is none of amx, avx512, portable: ignored\n",
+            isa);
+    return 1;
+}}
+
+/* every kernel's threads (they are built for AVX-512: called only where it runs) */
+static void apply_threads(void) {{
+{setters}
+}}
+
 static void init(void) {{
-    if (engine >= 0) return;
-    int amx = amx_usable();
-    if (!threads_set) dse_set_threads(omp_get_num_procs());
-    engine = amx;
+    if (engine > -2) return;
+    int cap = engine_cap(), chosen = -1;
+    if (cap >= 0 && avx512_usable()) chosen = cap >= 1 && amx_usable() ? 1 : 0;
+    engine = chosen;
+    if (!threads_set) threads = omp_get_num_procs();
+    if (engine >= 0) apply_threads();
 }}
 
 int dse_gemm_engine(void) {{ init(); return engine; }}
 
 void dse_set_threads(int n) {{
-    if (n < 1) n = omp_get_num_procs();
+    init();
     threads_set = 1;
-    threads = n;
-{setters}
+    threads = n < 1 ? omp_get_num_procs() : n;
+    if (engine >= 0) apply_threads();
 }}
 
 /* log2 of x >= 1 within 0.09: the exponent, then a straight line to the next power of two */
@@ -246,6 +295,7 @@ static int table_kernel(int64_t m, int64_t k, int64_t n) {{
 int dse_gemm_kernel(int64_t M, int64_t N, int64_t K) {{
     init();
     if (M < 1 || N < 1 || K < 1) return -3;
+    if (engine < 0) return -4;
     if (!engine && M <= STREAM_M) return -1;
     int kernel = table_kernel(M, K, N);
     return !engine && !vector_kernel[kernel] ? -2 : kernel;
@@ -258,6 +308,7 @@ int dse_gemm_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t 
     int kernel = dse_gemm_kernel(M, N, K);
     if (kernel == -1) return dse_stream_{suffix}(M, N, K, A, lda, B, ldb, C, ldc, threads);
     if (kernel == -2) return dse_avx512_{suffix}_gemm(M, N, K, A, lda, B, ldb, C, ldc);
+    if (kernel == -4) return dse_portable_{suffix}(M, N, K, A, lda, B, ldb, C, ldc, threads);
     switch (kernel) {{
 {table_calls}
     }}
@@ -287,6 +338,7 @@ int dse_gemm_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t 
                       const {c_in} *B, int64_t ldb, {c_out} *C, int64_t ldc) {{
     init();
     if (bad_arguments(M, N, K, A, lda, B, ldb, C, ldc)) return 1;
+    if (engine < 0) return dse_portable_{suffix}(M, N, K, A, lda, B, ldb, C, ldc, threads);
     if (!engine && M <= STREAM_M)
         return dse_stream_{suffix}(M, N, K, A, lda, B, ldb, C, ldc, threads);
     return engine ? dse_amx_{suffix}_gemm(M, N, K, A, lda, B, ldb, C, ldc)
@@ -295,7 +347,8 @@ int dse_gemm_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t 
 """
 
 # B packed once: without AMX in the streaming kernels' layout, with AMX in the AMX kernels'
-# (VNNI strips of 16 columns over all of K, as pack_b=gemm lays B out on every call)
+# (VNNI strips of 16 columns over all of K, as pack_b=gemm lays B out on every call); without
+# AVX-512 a copy (the portable kernels lay each block out as they go)
 PACKED_API = r"""
 #include <stdlib.h>
 void *dse_stream_pack_s8(int64_t, int64_t, const int8_t *, int64_t, int);
@@ -311,6 +364,7 @@ typedef struct dse_packed_b {
     int64_t K, N;
     void *stream;  /* without AMX: the streaming kernels' layout */
     char *vnni;    /* with AMX: the AMX kernels' */
+    void *plain;   /* without AVX-512: B's rows, N elements apart */
 } dse_packed_b;
 
 static dse_packed_b *pack_b(int kind, int64_t K, int64_t N, const void *B, int64_t ldb) {
@@ -319,7 +373,7 @@ static dse_packed_b *pack_b(int kind, int64_t K, int64_t N, const void *B, int64
     dse_packed_b *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->kind = kind; p->K = K; p->N = N;
-    if (engine) {
+    if (engine == 1) {
         int64_t bytes = kind == 1 ? dse_amx_s8s8s32_packed_bytes(K, N)
                                   : dse_amx_bf16bf16f32_packed_bytes(K, N);
         p->vnni = aligned_alloc(64, (size_t)(bytes + 63) / 64 * 64);
@@ -328,11 +382,17 @@ static dse_packed_b *pack_b(int kind, int64_t K, int64_t N, const void *B, int64
             free(p->vnni);
             p->vnni = NULL;
         }
-    } else {
+    } else if (engine == 0) {
         p->stream = kind == 1 ? dse_stream_pack_s8(K, N, B, ldb, threads)
                               : dse_stream_pack_bf16(K, N, B, ldb, threads);
+    } else {
+        size_t size = kind == 1 ? 1 : 2;
+        if ((p->plain = malloc(size * (size_t)K * (size_t)N)))
+            for (int64_t k = 0; k < K; k++)
+                memcpy((char *)p->plain + size * (size_t)(k * N),
+                       (const char *)B + size * (size_t)(k * ldb), size * (size_t)N);
     }
-    if (!p->vnni && !p->stream) { free(p); return NULL; }
+    if (!p->vnni && !p->stream && !p->plain) { free(p); return NULL; }
     return p;
 }
 
@@ -346,8 +406,9 @@ dse_packed_b *dse_pack_b_bf16(int64_t K, int64_t N, const uint16_t *B, int64_t l
 
 void dse_free_packed_b(dse_packed_b *B) {
     if (!B) return;
-    dse_stream_packed_free(B->stream);
+    if (B->stream) dse_stream_packed_free(B->stream);
     free(B->vnni);
+    free(B->plain);
     free(B);
 }
 
@@ -361,6 +422,8 @@ int dse_gemm_s8s8s32_packed(int64_t M, const dse_packed_b *B, const int8_t *A, i
     init();
     if (bad_packed(1, M, B, A, lda, C, ldc)) return 1;
     if (B->vnni) return prepacked_s8s8s32(M, B->N, B->K, A, lda, B->vnni, C, ldc);
+    if (B->plain)
+        return dse_portable_s8s8s32(M, B->N, B->K, A, lda, B->plain, B->N, C, ldc, threads);
     return dse_stream_s8s8s32_packed(M, B->stream, A, lda, C, ldc, threads);
 }
 
@@ -369,6 +432,9 @@ int dse_gemm_bf16bf16f32_packed(int64_t M, const dse_packed_b *B, const uint16_t
     init();
     if (bad_packed(2, M, B, A, lda, C, ldc)) return 1;
     if (B->vnni) return prepacked_bf16bf16f32(M, B->N, B->K, A, lda, B->vnni, C, ldc);
+    if (B->plain)
+        return dse_portable_bf16bf16f32(M, B->N, B->K, A, lda, B->plain, B->N, C, ldc,
+                                        threads);
     return dse_stream_bf16bf16f32_packed(M, B->stream, A, lda, C, ldc, threads);
 }
 """
@@ -393,13 +459,17 @@ def _nearest(table: Mapping[str, Any]) -> list[str]:
             *(rows or ["    {0, 0, 0, 0},"]), "};", f"#define N_NEAR {len(rows)}"]
 
 
-def _compile(command: list[str], source: str, work: Path, name: str) -> tuple[Path, str | None]:
+def _compile(flags: tuple[str, ...], source: str, work: Path, name: str
+             ) -> tuple[Path, str | None]:
     src, obj = work / f"{name}.c", work / f"{name}.o"
     src.write_text(source)
-    flags = [flag for flag in command if flag != "-shared"]
-    done = subprocess.run([*flags, "-c", str(src), "-o", str(obj)], capture_output=True,
-                          text=True, timeout=COMPILE_TIMEOUT_S, check=False)
-    return obj, (done.stderr[-800:] or "the compiler failed") if done.returncode else None
+    command = [*compiler(), *flags, "-c", str(src), "-o", str(obj)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True,
+                              timeout=COMPILE_TIMEOUT_S, check=False)
+    except FileNotFoundError:
+        return obj, f"no C compiler: {command[0]!r} is not on the PATH (set CC)"
+    return obj, complaint(done, command[0]) if done.returncode else None
 
 
 def build_library(table: Mapping[str, Any], out: str | Path, emulate: bool = False,
@@ -407,8 +477,9 @@ def build_library(table: Mapping[str, Any], out: str | Path, emulate: bool = Fal
     """Compile ``table``'s kernels, its dispatch and the general kernels into the shared
     library ``out`` and write ``dse_gemm.h`` beside it; the two paths. ``emulate`` computes
     the AMX kernels' tiles in C (tests on CPUs without AMX; the dispatcher then takes AMX as
-    present); ``stream_m``: on a CPU without AMX, GEMMs of at most this many rows run the
-    streaming kernels (0: none do)."""
+    present where AVX-512 is); ``stream_m``: on a CPU without AMX, GEMMs of at most this many
+    rows run the streaming kernels (0: none do). The library runs on any x86-64 CPU (its
+    portable kernels where AVX-512 is absent), whatever CPU builds it."""
     from dse.core.errors import UsageError
 
     if table["dtype"] not in DTYPES:
@@ -422,20 +493,23 @@ def build_library(table: Mapping[str, Any], out: str | Path, emulate: bool = Fal
     out = Path(out)
     if not out.parent.is_dir():
         raise UsageError(f"--out {out}: {out.parent} is not a folder")
-    command = compile_command(emulate)
-    units = [(name, _renamed(kernel_source(params, dtype, "row", emulate), name))
+    units = [(name, LIBRARY_KERNEL_FLAGS,
+              _renamed(kernel_source(params, dtype, "row", emulate), name))
              for name, dtype, params in kernels_of(table)]
-    units.append(("stream", stream_source()))
-    units.append(("dispatch", dispatcher_source(table, emulate, stream_m)))
+    units.append(("stream", LIBRARY_KERNEL_FLAGS, stream_source()))
+    units.append(("portable", LIBRARY_PORTABLE_FLAGS, portable_source()))
+    units.append(("dispatch", LIBRARY_PORTABLE_FLAGS,
+                  dispatcher_source(table, emulate, stream_m)))
     with tempfile.TemporaryDirectory(prefix="dse-lib-") as folder:
         work = Path(folder)
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            built = list(pool.map(lambda u: _compile(command, u[1], work, u[0]), units))
-        for (name, _), (_, error) in zip(units, built, strict=True):
+            built = list(pool.map(lambda u: _compile(u[1], u[2], work, u[0]), units))
+        for (name, _, _), (_, error) in zip(units, built, strict=True):
             if error:
                 raise UsageError(f"kernel {name} does not compile: {error}")
         partial = out.with_name(f".{out.name}.{os.getpid()}")  # renamed whole when linked
-        done = subprocess.run([*command, *(str(o) for o, _ in built), "-o", str(partial)],
+        done = subprocess.run([*compiler(), "-shared", "-fopenmp", *(str(o) for o, _ in built),
+                               "-o", str(partial)],
                               capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
                               check=False)
         if done.returncode:
