@@ -74,7 +74,7 @@ def build(source: str, emulate: bool = False) -> Build:
             done = subprocess.run([*command, str(src), "-o", str(out)], capture_output=True,
                                   text=True, timeout=COMPILE_TIMEOUT_S, check=False)
         except FileNotFoundError:
-            return Build(None, f"no C compiler: {command[0]!r} is not on the PATH (set CC)")
+            return Build(None, missing_compiler(command[0]))
         except subprocess.TimeoutExpired:
             return Build(None, f"the compiler did not finish within {COMPILE_TIMEOUT_S:g} s")
         if done.returncode != 0:
@@ -88,3 +88,8 @@ def complaint(done: subprocess.CompletedProcess, program: str) -> str:
     lines = [ln for ln in done.stderr.splitlines() if "error" in ln] \
         or done.stderr.splitlines() or [f"{program} exited with {done.returncode}"]
     return " | ".join(lines[:4])[:800]
+
+
+def missing_compiler(program: str) -> str:
+    """Why a compile could not start: ``program`` is not on the PATH."""
+    return f"no C compiler: {program!r} is not on the PATH (set CC)"

@@ -47,6 +47,7 @@ from evaluators.hardware.amx_build import (
     LIBRARY_PORTABLE_FLAGS,
     compiler,
     complaint,
+    missing_compiler,
 )
 from evaluators.hardware.amx_portable import portable_source
 from evaluators.hardware.amx_source import kernel_source
@@ -468,7 +469,7 @@ def _compile(flags: tuple[str, ...], source: str, work: Path, name: str
         done = subprocess.run(command, capture_output=True, text=True,
                               timeout=COMPILE_TIMEOUT_S, check=False)
     except FileNotFoundError:
-        return obj, f"no C compiler: {command[0]!r} is not on the PATH (set CC)"
+        return obj, missing_compiler(command[0])
     return obj, complaint(done, command[0]) if done.returncode else None
 
 

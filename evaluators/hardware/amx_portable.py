@@ -188,7 +188,6 @@ static void s8_pack_b(const int8_t *B, int64_t ldb, int64_t k0, int64_t kb, int6
 static void bf16_pack_b(const uint16_t *B, int64_t ldb, int64_t k0, int64_t kb, int64_t kpad,
                         int64_t n0, int64_t nb, int64_t npad, float *buf,
                         void (*panel)(const uint16_t *, int64_t, int64_t, float *)) {
-    (void)kpad;
     for (int64_t p = 0; p < npad; p += PC) {
         float *out = buf + p * kpad;
         int64_t cols = p + PC < nb ? PC : nb - p;
