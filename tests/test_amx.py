@@ -130,9 +130,13 @@ def test_streaming_configs_read_a_row_major_b_in_place_exactly(dtype):
 def test_streaming_configs_are_whole_rows_of_a_on_a_row_major_b():
     row, col = _context("8x520x100"), _context("8x520x100", b_layout="col")
     good = {**STREAM, "mc": 8, "kc": 256, "nc": 128}
-    assert row.space.check(row.space.encode([row.space.resolve(good)])).ok.all()
+    # AMX tiles on the streaming buffer: 8 rows (not a whole tile of A), in both orders
+    tiles = [{**good, "engine": "amx", "block_order": order} for order in ("b_block", "a_block")]
+    batch = row.space.encode([row.space.resolve(c) for c in [good, *tiles]])
+    assert row.space.check(batch).ok.all()
     for space, change, why in [(row.space, {"mc": 4}, "mc the whole M (8, got 4)"),
-                               (row.space, {"engine": "amx"}, "engine=avx512 (got amx)"),
+                               (row.space, {"block_order": "a_block"},
+                                "on AVX-512, block_order=b_block"),
                                (row.space, {"grid_cols": 2, "nc": 64}, "a 1x4 grid"),
                                (row.space, {"split": "m"}, "split=n"),
                                (col.space, {}, "B row-major (got col)")]:
@@ -354,6 +358,11 @@ def test_the_model_streams_b_for_decode_and_tiles_it_for_prefill(dtype):
         tiles = tops(shape, grid_rows=2, grid_cols=2, mc=max(32, min(M, 256)), kc=1024,
                      nc=256, pack_b="block", split="n")
         assert (streamed > tiles) == stream_wins, (M, streamed, tiles)
+    # at 32 rows the AVX-512 rows' multiply-adds bound the streaming kernel; AMX tiles on its
+    # buffer stay bound by reading B
+    rows = {**STREAM, "mc": 32, "kc": 256, "nc": 256}
+    assert tops("32x4096x4096", **{**rows, "engine": "amx", "block_order": "a_block"}) > \
+        tops("32x4096x4096", **rows)
 
 
 def test_the_model_prefers_what_the_engine_rewards():

@@ -42,15 +42,19 @@ TABLE = {
                              "pack_b": "block"}},
         # the streaming kernel (B packed once: it streams the AMX kernels' VNNI strips)
         {"id": 3, "params": {"grid_rows": 1, "grid_cols": 4, "mc": 1, "kc": 64, "nc": 128,
-                             "engine": "avx512", "pack_b": "stream", "split": "n"}}],
+                             "engine": "avx512", "pack_b": "stream", "split": "n"}},
+        # AMX tiles on the streaming layout (B packed once: the AVX-512 streaming of it)
+        {"id": 4, "params": {"grid_rows": 1, "grid_cols": 4, "mc": 1, "kc": 64, "nc": 128,
+                             "pack_b": "stream", "split": "n"}}],
     "rules": [{"k": 256, "n": 128, "m_min": 1, "m_max": 8, "kernel": 1},
               {"k": 256, "n": 128, "m_min": 9, "m_max": None, "kernel": 0},
               {"k": 65, "n": 33, "m_min": 1, "m_max": None, "kernel": 2},
-              {"k": 300, "n": 200, "m_min": 1, "m_max": None, "kernel": 3}],
+              {"k": 300, "n": 200, "m_min": 1, "m_max": None, "kernel": 3},
+              {"k": 130, "n": 70, "m_min": 1, "m_max": None, "kernel": 4}],
     "fallback": 0,
 }
 SHAPES = [(1, 128, 256, 0), (8, 128, 256, 3), (40, 128, 256, 0), (17, 33, 65, 2), (1, 1, 1, 0),
-          (1, 200, 300, 0), (6, 200, 300, 1)]
+          (1, 200, 300, 0), (6, 200, 300, 1), (20, 70, 130, 2)]
 C_PROGRAM = r"""
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,7 +140,7 @@ def test_every_shape_is_served_exactly(loaded, dtype):
     fn = _gemm(lib, dtype)
     lib.dse_gemm_kernel.argtypes = [ctypes.c_int64] * 3
     assert [lib.dse_gemm_kernel(M, N, K) for M, N, K, _ in SHAPES] == \
-        ([1, 1, 0, 2, 0, 3, 3] if engine == 1 else [-4] * len(SHAPES) if engine < 0
+        ([1, 1, 0, 2, 0, 3, 3, 4] if engine == 1 else [-4] * len(SHAPES) if engine < 0
          else [-1] * len(SHAPES))
     for threads in (1, 2):
         lib.dse_set_threads(threads)
@@ -148,6 +152,21 @@ def test_every_shape_is_served_exactly(loaded, dtype):
             error = np.abs(c[:, :N] - reference).max()
             assert error <= (0 if dtype == "int8-int32" else 1e-5 * K), (M, N, K, threads)
             assert (c[:, N:] == -7).all()  # past N, within ldc: not written
+
+
+def assert_exact(fn, dtype: str, shapes, seed: int) -> None:
+    """A kernel taking its threads last (``M, N, K, A, lda, B, ldb, C, ldc, threads``) on every
+    shape (M, N, K, padding of the leading dimensions) with one and two threads: int8 exact,
+    bf16 within 1e-5 K, nothing past N written."""
+    for threads in (1, 2):
+        for M, N, K, pad in shapes:
+            a, b, c, reference = operands(dtype, M, N, K, seed, pad, "row")
+            c.fill(-7)
+            assert fn(M, N, K, a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1],
+                      c.ctypes.data, c.shape[1], threads) == 0
+            error = np.abs(c[:, :N] - reference).max()
+            assert error <= (0 if dtype == "int8-int32" else 1e-5 * K), (M, N, K, threads)
+            assert (c[:, N:] == -7).all()
 
 
 def test_the_portable_kernels_plain_c_micro_kernels_are_exact(tmp_path):
@@ -164,15 +183,7 @@ def test_the_portable_kernels_plain_c_micro_kernels_are_exact(tmp_path):
                       ("bf16-fp32", lib.dse_portable_bf16bf16f32)):
         fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64] * 3 + [
             ctypes.c_int]
-        for threads in (1, 2):
-            for M, N, K, pad in PORTABLE_SHAPES:
-                a, b, c, reference = operands(dtype, M, N, K, 9, pad, "row")
-                c.fill(-7)
-                assert fn(M, N, K, a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1],
-                          c.ctypes.data, c.shape[1], threads) == 0
-                error = np.abs(c[:, :N] - reference).max()
-                assert error <= (0 if dtype == "int8-int32" else 1e-5 * K), (M, N, K, threads)
-                assert (c[:, N:] == -7).all()
+        assert_exact(fn, dtype, PORTABLE_SHAPES, seed=9)
 
 
 def _packed_api(lib: ctypes.CDLL, dtype: str):
@@ -349,6 +360,42 @@ def test_stream_source_refuses_a_block_that_is_not_whole_groups():
 
     with pytest.raises(ValueError, match="multiple of 4"):
         stream_source(kb=6)
+    with pytest.raises(ValueError, match="whole tiles of K"):
+        stream_source(kb=96, tiles=True)
+
+
+# AMX tiles on the streaming layout (emulated where the CPU lacks AMX), in both orders: the tails
+# above, and partial tiles of A past 16 rows (17, 33, 300), with blocks of 64 int8 or 32 bf16 K
+# rows
+TILES_SHAPES = [*STREAM_SHAPES, (17, 100, 70, 0), (33, 257, 129, 3), (16, 64, 64, 0)]
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["k-outer", "k-inner"])
+def stream_tiles(tmp_path_factory, request):
+    from evaluators.hardware.amx_build import compile_command
+    from evaluators.hardware.amx_source import support_text
+    from evaluators.hardware.amx_stream import stream_source
+
+    folder = tmp_path_factory.mktemp("stream_tiles")
+    (folder / "tiles.c").write_text(("#define DSE_AMX_EMULATE 1\n" if EMULATE else "")
+                                    + support_text() + stream_source(kb=64, small=1, tiles=True,
+                                                                     k_outer=request.param))
+    subprocess.run([*compile_command(EMULATE), str(folder / "tiles.c"), "-o",
+                    str(folder / "tiles.so")], check=True)
+    lib = ctypes.CDLL(str(folder / "tiles.so"))
+    assert lib.dse_amx_request() == 0
+    for name in ("dse_stream_amx_s8s8s32", "dse_stream_amx_bf16bf16f32"):
+        getattr(lib, name).argtypes = ([ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int64]
+                                       * 3 + [ctypes.c_int])
+    return lib
+
+
+@needs_avx512
+@pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
+def test_the_amx_streaming_kernels_are_exact_on_every_tail(stream_tiles, dtype):
+    fn = (stream_tiles.dse_stream_amx_s8s8s32 if dtype == "int8-int32"
+          else stream_tiles.dse_stream_amx_bf16bf16f32)
+    assert_exact(fn, dtype, TILES_SHAPES, seed=13)
 
 
 NATIVE_TABLE = {

@@ -17,9 +17,10 @@ Per thread (the busiest: the split gives each a share of C rounded to whole micr
 - **C tiles**: each micro-kernel call loads (after the first K block) and stores its C tiles;
   between K blocks a C panel lives in L2, L3 or DRAM by its size. Unprefetched, C's lines cost
   ``c_latency_factor`` times their bandwidth time. Calls cost ``call_cycles`` each.
-- **Streaming** (``pack_b=stream``, AVX-512 on a row-major B): B read once from where it lives,
-  each block written to a ``kc x nc`` buffer and read from it by every group of 4 A rows; no
-  tile loads or packing of B.
+- **Streaming** (``pack_b=stream``, on a row-major B): B read once from where it lives, each
+  block written to a ``kc x nc`` buffer and read from it by every group of 4 A rows (AVX-512)
+  or, as tiles, by every 16 (AMX, beside A's tiles); no packing of B, and the tiles' loads
+  rotate through three buffers (no exposed latency).
 - **Packing**: B to VNNI once per GEMM (shared by the threads) or per block (by each thread
   that uses it, again for each A block in ``a_block`` order); A per block (again for each B block
   in ``b_block`` order), read and written at ``pack_bytes_per_s``.
@@ -131,7 +132,9 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     a_touched = np.where(packed_a, 0, m_share * K * e * np.where(b_block, _ceil(n_share, nc), 1))
     t_loads = t_loads + b_touched / per_level[b_whole] + a_touched / per_level[a_whole]
     streamed = np.where(gr <= gc, b_bytes, a_bytes) / TILE_BYTES
-    single = (batch["stream_buffers"] == 1) & ~vector  # vector registers are renamed
+    streaming = is_choice(batch, "pack_b", "stream")
+    # vector registers are renamed; the streaming kernels' tiles rotate through three buffers
+    single = (batch["stream_buffers"] == 1) & ~vector & ~streaming
     t_exposed = np.where(single, streamed * mod.load_latency_cycles / f, 0)
     t_prefetch = np.where(batch["prefetch"] > 0, streamed * 16 * mod.prefetch_line_cycles / f, 0)
 
@@ -144,13 +147,17 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
                                                   mod.c_latency_factor)
     t_calls = strips * k_blocks * mod.call_cycles / f
 
-    # the streaming kernel (pack_b=stream) instead: its share of B read once from where B
-    # lives and re-laid out into a kc x nc buffer, which each group of 4 rows of A then reads
-    streaming = is_choice(batch, "pack_b", "stream")
+    # the streaming kernels (pack_b=stream) instead: their share of B read once from where B
+    # lives and re-laid out into a kc x nc buffer, which each group of 4 rows of A (AVX-512)
+    # or each 16 (AMX, beside its A tiles: A's block kept in a_block order, all of A packed
+    # once in b_block order) then reads
     share_bytes = K * n_share * e
     buffer_level = _level(kc * nc * e, caches, busy)
+    buffer_reads = np.where(vector, _ceil(M, 4), _ceil(M, 16))
+    a_tiles_level = _level(m_share * np.where(b_block, K, kc) * e, caches, busy)
     t_loads = np.where(streaming, share_bytes / per_level[b_whole]
-                       + (1 + _ceil(M, 4)) * share_bytes / per_level[buffer_level], t_loads)
+                       + (1 + buffer_reads) * share_bytes / per_level[buffer_level]
+                       + np.where(vector, 0, a_bytes / per_level[a_tiles_level]), t_loads)
 
     # packing: bytes read and written
     b_packed = np.select([pack_b_block, in_place | streaming],

@@ -717,7 +717,9 @@ def kernel_source(params: Mapping[str, Any], dtype: str, b_layout: str = "row",
     head.append(THREAD_SETTING)
     if p["pack_b"] == "stream":  # the streaming kernels: no blocks, grids or packing of B
         return "\n".join([*head, stream_kernel(int(p["kc"]), int(p["nc"]),
-                                                code.c_in == "int8_t"), TIMER])
+                                                code.c_in == "int8_t", tiles=not vector,
+                                                k_outer=p["block_order"] == "a_block"),
+                           TIMER])
     micro = _vector_kernel(p, code) if vector else _micro_kernel(p, code)
     if p["pack_b"] == "none":
         micro += "\n" + _dot_kernel(p, code)

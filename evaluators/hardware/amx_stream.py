@@ -45,9 +45,15 @@ flipped as it is loaded::
     int dse_stream_s8s8s32_vnni(int64_t M, int64_t N, int64_t K, const int8_t *A, int64_t lda,
                                 const char *vnni, int32_t *C, int64_t ldc, int threads);
     int dse_stream_bf16bf16f32_vnni(/* the same with uint16_t A and float C */);
+
+With ``tiles`` (a config's ``engine=amx``), AMX tiles multiply the same buffer
+(:mod:`.amx_stream_tiles`).
 """
 
 from __future__ import annotations
+
+from evaluators.hardware.amx_stream_tiles import SYMBOLS as TILES_SYMBOLS
+from evaluators.hardware.amx_stream_tiles import tiles_source
 
 STREAM_KB = 256  # int8 K rows of a block (a multiple of 4; bf16 half): 2 chunks re-laid, 32 KiB
 STREAM_PF = 16  # rows of B prefetched ahead
@@ -117,9 +123,10 @@ INLINE void from_c(__m512 v[4]) {{
  * time, its groups over every K row); a last group of fewer rows than 4 (int8) or 2 (bf16) is
  * laid out with zero rows (A's values past K are zero too). */
 #define ROW(k, i, k1, load) ((k) + (i) < (k1) ? (load) : _mm512_setzero_si512())
-static void s8_pack(const int8_t *B, int64_t ldb, int64_t j, int64_t width, int64_t k0,
-                    int64_t k1, __m512i *buf) {{
-    const __m512i bias = _mm512_set1_epi8((char)0x80);
+INLINE void s8_lay(
+        const int8_t *B, int64_t ldb, int64_t j, int64_t width, int64_t k0, int64_t k1,
+        __m512i *buf, char flip) {{
+    const __m512i bias = _mm512_set1_epi8(flip);
     int chunks = (int)((width + 63) / 64);
     for (int64_t k = k0, g = 0; k < k1; k += 4, g++) {{
         for (int c = 0; c < chunks; c++) {{
@@ -146,6 +153,12 @@ static void s8_pack(const int8_t *B, int64_t ldb, int64_t j, int64_t width, int6
             _mm512_store_si512(out + 3, _mm512_unpackhi_epi16(t1, t3));
         }}
     }}
+}}
+
+/* B + 128, the unsigned operand of VPDPBUSD */
+static void s8_pack(const int8_t *B, int64_t ldb, int64_t j, int64_t width, int64_t k0,
+                    int64_t k1, __m512i *buf) {{
+    s8_lay(B, ldb, j, width, k0, k1, buf, (char)0x80);
 }}
 
 static void bf_pack(const uint16_t *B, int64_t ldb, int64_t j, int64_t width, int64_t k0,
@@ -488,15 +501,21 @@ def _group(kind: str, rows: int, vnni: bool) -> str:
 
 
 def stream_source(kb: int = STREAM_KB, pf: int = STREAM_PF, small: int = STREAM_SMALL,
-                  wide: int = STREAM_WIDE) -> str:
+                  wide: int = STREAM_WIDE, tiles: bool = False, k_outer: bool = True) -> str:
     """The C of the streaming kernels (``kb`` K rows a block, a multiple of 4; rows ``pf``
-    ahead prefetched; one thread under ``small`` multiply-adds)."""
+    ahead prefetched; one thread under ``small`` multiply-adds); with ``tiles`` the AMX ones on
+    their layout too (:mod:`.amx_stream_tiles`: ``kb`` a multiple of 64, after ``tiles.h``;
+    ``k_outer``: their order)."""
     if kb < 4 or kb % 4:
         raise ValueError(f"kb={kb}: a positive multiple of 4")
+    if tiles and kb % 64:
+        raise ValueError(f"kb={kb}: the AMX streaming kernels take whole tiles of K, a "
+                         "multiple of 64")
     return STREAM_SOURCE.format(
         kb=kb, pf=pf, small=small, wide=wide,
         s8_groups="\n\n".join(_group("s8", r, v) for v in (False, True) for r in range(1, 5)),
-        bf_groups="\n\n".join(_group("bf", r, v) for v in (False, True) for r in range(1, 5)))
+        bf_groups="\n\n".join(_group("bf", r, v) for v in (False, True) for r in range(1, 5))
+    ) + (tiles_source(k_outer) if tiles else "")
 
 
 # A config of the space with pack_b=stream: the streaming kernels behind the harness's and the
@@ -506,7 +525,7 @@ STREAM_KERNEL = r"""
 int dse_gemm(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const TIN *B,
              int64_t ldb, TOUT *C, int64_t ldc) {{
     if (M < 1 || N < 1 || K < 1 || !A || !B || !C || lda < K || ldb < N || ldc < N) return 1;
-    return dse_stream_{suffix}(M, N, K, A, lda, B, ldb, C, ldc, dse_threads);
+    return dse_stream_{engine}{suffix}(M, N, K, A, lda, B, ldb, C, ldc, dse_threads);
 }}
 
 int64_t dse_packed_bytes(int64_t K, int64_t N) {{ (void)K; (void)N; return 0; }}
@@ -520,7 +539,7 @@ int dse_pack(int64_t K, int64_t N, const TIN *B, int64_t ldb, char *dst) {{
 int dse_gemm_prepacked(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda,
                        const char *packed, TOUT *C, int64_t ldc) {{
     if (M < 1 || N < 1 || K < 1 || !A || !packed || !C || lda < K || ldc < N) return 1;
-    return dse_stream_{suffix}_vnni(M, N, K, A, lda, packed, C, ldc, dse_threads);
+    return dse_stream_{engine}{suffix}_vnni(M, N, K, A, lda, packed, C, ldc, dse_threads);
 }}
 """
 
@@ -528,18 +547,20 @@ int dse_gemm_prepacked(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t ld
 STREAM_SYMBOLS = ("dse_stream_s8s8s32", "dse_stream_bf16bf16f32", "dse_stream_pack_s8",
                   "dse_stream_pack_bf16", "dse_stream_packed_free", "dse_stream_s8s8s32_packed",
                   "dse_stream_bf16bf16f32_packed", "dse_stream_s8s8s32_vnni",
-                  "dse_stream_bf16bf16f32_vnni")
+                  "dse_stream_bf16bf16f32_vnni", *TILES_SYMBOLS)
 
 
-def stream_kernel(kc: int, nc: int, int8: bool) -> str:
+def stream_kernel(kc: int, nc: int, int8: bool, tiles: bool = False,
+                  k_outer: bool = True) -> str:
     """The C after a kernel's header (its types, ``dse_threads``) of a ``pack_b=stream`` config:
     the streaming kernels with blocks of ``kc`` K rows and ``nc / 64`` chunks re-laid out
     together (half as many above 4 rows of A), and the library's entry points (the harness's
-    timer follows)."""
+    timer follows); with ``tiles`` (``engine=amx``) its GEMM multiplies on AMX tiles, every
+    group of chunks per block of K when ``k_outer`` (``block_order=a_block``)."""
     if kc < 1 or nc < 64 or nc % 64:
         raise ValueError(f"kc={kc}, nc={nc}: a streaming kernel needs kc >= 1 and nc a "
                          "multiple of 64")
     kb = -(-kc // 4) * 4 if int8 else -(-2 * kc // 4) * 4  # bf16 blocks are KB / 2 rows
-    return stream_source(kb=kb, wide=nc // 64) + STREAM_KERNEL.format(
-        suffix="s8s8s32" if int8 else "bf16bf16f32")
-
+    entry = STREAM_KERNEL.format(suffix="s8s8s32" if int8 else "bf16bf16f32",
+                                 engine="amx_" if tiles else "")
+    return stream_source(kb=kb, wide=nc // 64, tiles=tiles, k_outer=k_outer) + entry

@@ -58,8 +58,9 @@ def rules(target: Any, w: GemmWorkload) -> tuple[Rule, ...]:
              lambda b, i: f"a {b['grid_rows'][i]}x{b['grid_cols'][i]} grid of C tiles with "
                           f"{b['stream_buffers'][i]} stream buffer(s) needs "
                           f"{int(tiles_used(b)[i])} tile registers; AMX has {TILE_REGISTERS}"),
-        Rule("whole_grids", "blocks hold whole micro-kernel grids",
-             lambda b: (b["mc"] % rows(b) == 0) & (b["nc"] % cols(b) == 0),
+        Rule("whole_grids", "blocks hold whole micro-kernel grids (the streaming kernels "
+             "take all of M, tiles of A padded)",
+             lambda b: ((b["mc"] % rows(b) == 0) | streamed(b)) & (b["nc"] % cols(b) == 0),
              lambda b, i: f"mc={b['mc'][i]} and nc={b['nc'][i]} must be multiples of the grid's "
                           f"{rows(b)[i]} rows and {cols(b)[i]} columns"),
         Rule("k_block", f"kc is a multiple of the {kt} K elements of a tile row",
@@ -98,22 +99,26 @@ def rules(target: Any, w: GemmWorkload) -> tuple[Rule, ...]:
                           f"column-major (got {w.b_layout}), kc the whole K ({_round_up(w.K, kt)},"
                           f" got {b['kc'][i]}) and pack_a=yes, block_order=b_block, "
                           "micro_order=a_strip"),
-        Rule("stream", "pack_b=stream is the AVX-512 streaming kernel's, on a row-major B: "
-             "whole rows of A (mc = M), 64-column chunks (a 1x4 grid, nc up to 512), B's "
-             "columns split over the threads, the orders, packing and prefetch it does not use "
-             "at their defaults",
-             lambda b: ~streamed(b) | (vector(b) & (w.b_layout == "row") & (b["mc"] == w.M)
+        Rule("stream", "pack_b=stream is the streaming kernels', on a row-major B (AVX-512 "
+             "rows, or AMX tiles on the same layout): whole rows of A (mc = M), 64-column "
+             "chunks (a 1x4 grid, nc up to 512), B's columns split over the threads, the "
+             "micro order (and on AVX-512 the block order), packing, buffers and hints they do "
+             "not use at their defaults",
+             lambda b: ~streamed(b) | ((w.b_layout == "row") & (b["mc"] == w.M)
                                        & (b["grid_rows"] == 1) & (b["grid_cols"] == 4)
                                        & (b["nc"] <= STREAM_NC) & (b["pack_a"] == 0)
-                                       & (b["block_order"] == 0) & (b["micro_order"] == 0)
+                                       & ((b["block_order"] == 0) | ~vector(b))
+                                       & (b["micro_order"] == 0)
                                        & (b["prefetch"] == 0) & (b["prefetch_c"] == 0)
+                                       & (b["stream_buffers"] == 1)
+                                       & (b["load_hint"] == _code("load_hint", "t0"))
                                        & (b["split"] == _code("split", "n"))),
-             lambda b, i: "pack_b=stream needs engine=avx512 (got "
-                          f"{CHOICE_CODES['engine'][b['engine'][i]]}), B row-major (got "
-                          f"{w.b_layout}), mc the whole M ({w.M}, got {b['mc'][i]}), a 1x4 grid "
-                          f"(got {b['grid_rows'][i]}x{b['grid_cols'][i]}), nc at most "
-                          f"{STREAM_NC} (got {b['nc'][i]}), split=n and pack_a=yes, "
-                          "block_order=b_block, micro_order=a_strip, prefetch=0, prefetch_c=yes"),
+             lambda b, i: f"pack_b=stream needs B row-major (got {w.b_layout}), mc the whole "
+                          f"M ({w.M}, got {b['mc'][i]}), a 1x4 grid (got {b['grid_rows'][i]}x"
+                          f"{b['grid_cols'][i]}), nc at most {STREAM_NC} (got {b['nc'][i]}), "
+                          "split=n and pack_a=yes, micro_order=a_strip, prefetch=0, "
+                          "prefetch_c=yes, stream_buffers=1, load_hint=t0 (and, on AVX-512, "
+                          "block_order=b_block)"),
         Rule("threads", f"at most one thread per core ({cores})",
              lambda b: b["threads"] <= cores,
              lambda b, i: f"threads={b['threads'][i]} but the target has {cores} cores"),

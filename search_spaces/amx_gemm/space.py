@@ -38,8 +38,9 @@ HELP = {
     "nc": "columns of a B block",
     "pack_a": "A packed into 1 KiB tiles per block, or read in place",
     "pack_b": "B re-laid out to VNNI once per GEMM or per block, or read in place (none: "
-              "AVX-512 dot products over K, B column-major; stream: AVX-512, a row-major B "
-              "re-laid out in registers a block of kc rows by nc columns at a time)",
+              "AVX-512 dot products over K, B column-major; stream: a row-major B re-laid "
+              "out in registers a block of kc rows by nc columns at a time, into a buffer "
+              "AVX-512 rows or AMX tiles multiply)",
     "block_order": "the block kept while the other passes: B's (loops N, K, M) or A's (M, K, N)",
     "micro_order": "the strip kept in L1 while the micro-kernel walks the block",
     "load_hint": "streamed tile loads: TILELOADD (t0) or non-temporal TILELOADDT1 (t1)",
