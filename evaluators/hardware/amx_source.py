@@ -576,7 +576,7 @@ static void dse_region(const TIN *A, int64_t lda, const TIN *B, int64_t ldb, TOU
     }
 }
 
-#define MAX_THREADS 80  /* each thread's buffers take 3 of dse_buffer's 256 slots */
+#define MAX_THREADS 80  /* each thread's buffers take 3 of dse_buffer's slots (255: B's sums) */
 
 /* C = A @ B with B as it lies (``packed`` null) or packed by dse_pack (B unused). */
 static int dse_gemm_on(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda,

@@ -51,18 +51,10 @@ SYMBOLS = ("dse_stream_amx_s8s8s32", "dse_stream_amx_bf16bf16f32",
 COMMON = r"""
 #define TILES_A_MAX (1 << 20)
 
-/* a per-thread buffer of at least ``bytes`` kept between calls (slot: 0 scratch, 1 A tiles) */
-static char *dse_stream_tiles_buffer(int slot, int t, size_t bytes) {
-    static char *buffers[2][MAX_THREADS];
-    static size_t sizes[2][MAX_THREADS];
-    t %= MAX_THREADS;
-    if (sizes[slot][t] < bytes) {
-        free(buffers[slot][t]);
-        bytes = (bytes + 4095) & ~(size_t)4095;
-        buffers[slot][t] = aligned_alloc(4096, bytes);
-        sizes[slot][t] = buffers[slot][t] ? bytes : 0;
-    }
-    return buffers[slot][t];
+/* thread t's buffer ``which`` (0 the partial sums, 1 A's tiles): two of tiles.h's slots a
+ * thread (the streaming kernels take at most MAX_THREADS, half its slots) */
+static char *dse_stream_tiles_buffer(int which, int t, size_t bytes) {
+    return dse_buffer(2 * (t % MAX_THREADS) + which, bytes);
 }
 
 /* A's rows [0, M) and K elements [k0, k1) as tiles: tile (i, s) holds rows 16i.. and K from

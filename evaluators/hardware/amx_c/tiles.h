@@ -97,11 +97,12 @@ static double dse_now(void) {
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-/* A 64-byte aligned buffer kept between calls (one per slot), grown when too small: a GEMM
- * call allocates nothing once warm, so its time holds no page faults. */
+/* A 64-byte aligned buffer kept between calls (one per slot, of DSE_BUFFER_SLOTS), grown when
+ * too small: a GEMM call allocates nothing once warm, so its time holds no page faults. */
+#define DSE_BUFFER_SLOTS 512
 static void *dse_buffer(int slot, size_t bytes) {
-    static void *bufs[256];
-    static size_t sizes[256];
+    static void *bufs[DSE_BUFFER_SLOTS];
+    static size_t sizes[DSE_BUFFER_SLOTS];
     if (sizes[slot] < bytes) {
         free(bufs[slot]);
         bytes = (bytes + 4095) & ~(size_t)4095;
