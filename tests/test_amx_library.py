@@ -139,9 +139,10 @@ def test_every_shape_is_served_exactly(loaded, dtype):
     assert lib.dse_gemm_engine() == engine
     fn = _gemm(lib, dtype)
     lib.dse_gemm_kernel.argtypes = [ctypes.c_int64] * 3
+    kernels = [1, 1, 0, 2, 0, 3, 3, 4]  # without AMX the AVX-512 ones, 1 and 3; others stream
     assert [lib.dse_gemm_kernel(M, N, K) for M, N, K, _ in SHAPES] == \
-        ([1, 1, 0, 2, 0, 3, 3, 4] if engine == 1 else [-4] * len(SHAPES) if engine < 0
-         else [-1] * len(SHAPES))
+        (kernels if engine == 1 else [-4] * len(SHAPES) if engine < 0
+         else [k if k in (1, 3) else -1 for k in kernels])
     for threads in (1, 2):
         lib.dse_set_threads(threads)
         for M, N, K, pad in SHAPES + (PORTABLE_SHAPES if engine < 0 else []):
@@ -403,8 +404,15 @@ NATIVE_TABLE = {
     "kernels": [{"id": 0, "params": {"grid_rows": 4, "grid_cols": 2, "mc": 64, "kc": 256,
                                      "nc": 64, "engine": "avx512", "split": "n"}},
                 {"id": 1, "params": {"grid_rows": 2, "grid_cols": 4, "mc": 128, "kc": 512,
-                                     "nc": 128, "engine": "avx512", "split": "m"}}],
-    "rules": [{"k": 256, "n": 128, "m_min": 1, "m_max": None, "kernel": 1}],
+                                     "nc": 128, "engine": "avx512", "split": "m"}},
+                {"id": 2, "params": {"grid_rows": 2, "grid_cols": 2, "mc": 64, "kc": 256,
+                                     "nc": 64}},  # AMX: without it, the library's own kernels
+                {"id": 3, "params": {"grid_rows": 1, "grid_cols": 4, "mc": 1, "kc": 64,
+                                     "nc": 128, "engine": "avx512", "pack_b": "stream",
+                                     "split": "n"}}],
+    "rules": [{"k": 256, "n": 128, "m_min": 1, "m_max": None, "kernel": 1},
+              {"k": 300, "n": 200, "m_min": 1, "m_max": None, "kernel": 2},
+              {"k": 130, "n": 70, "m_min": 1, "m_max": None, "kernel": 3}],
     "shapes": [{"M": 80, "K": 256, "N": 128, "kernel": 1},
                {"M": 512, "K": 2048, "N": 2048, "kernel": 1},
                {"M": 96, "K": 160, "N": 96, "kernel": 0}],
@@ -412,14 +420,14 @@ NATIVE_TABLE = {
 }
 
 
-STREAM_M = 64  # the native library's bound here, so that the table's paths run too
+STREAM_M = 64  # the native library's bound here, so that the general AVX-512 kernel runs too
 
 
 @pytest.fixture(scope="module")
 def native(tmp_path_factory):
-    """The library as built for this CPU (no emulation), GEMMs of over :data:`STREAM_M` rows
-    left to the table; on a CPU without AMX its AVX-512 and streaming kernels serve every
-    shape."""
+    """The library as built for this CPU (no emulation), a shape whose table kernel needs AMX
+    streamed up to :data:`STREAM_M` rows; on a CPU without AMX its AVX-512 and streaming
+    kernels serve every shape."""
     from evaluators.hardware.amx_library import build_library
 
     if amx_problem() is None:
@@ -432,19 +440,20 @@ def native(tmp_path_factory):
 
 
 @needs_avx512
-def test_without_amx_small_m_streams_and_an_unseen_weight_runs_the_nearest_shapes_kernel(
-        native):
+def test_without_amx_the_tables_avx512_kernels_serve_and_the_amx_ones_stream(native):
     assert native.dse_gemm_engine() == 0
     kernel = native.dse_gemm_kernel  # (M, N, K)
-    assert kernel(1, 128, 256) == kernel(STREAM_M, 9, 9) == -1  # streamed
-    assert kernel(STREAM_M + 1, 128, 256) == 1  # the table's rule
-    assert kernel(400, 1900, 2000) == 1  # nearest: 512x2048x2048
+    assert kernel(1, 128, 256) == kernel(STREAM_M + 1, 128, 256) == 1  # the table's, any M
+    assert kernel(5, 70, 130) == kernel(300, 70, 130) == 3  # the table's streaming kernel
+    assert kernel(1, 200, 300) == kernel(STREAM_M, 200, 300) == -1  # AMX's shape: streamed
+    assert kernel(STREAM_M + 1, 200, 300) == -2  # above the bound: the general kernel
+    assert kernel(400, 1900, 2000) == 1  # an unseen weight, nearest: 512x2048x2048
     assert kernel(100, 100, 150) == 0  # nearest: 96x160x96
     assert kernel(0, 1, 1) == -3
 
 
 @needs_avx512
-def test_by_default_every_gemm_streams_without_amx(tmp_path):
+def test_by_default_a_shape_whose_kernel_needs_amx_streams_at_any_m(tmp_path):
     if amx_problem() is None:
         pytest.skip("this CPU has AMX: the library runs its AMX kernels")
     (tmp_path / "t.json").write_text(json.dumps(NATIVE_TABLE))
@@ -452,7 +461,8 @@ def test_by_default_every_gemm_streams_without_amx(tmp_path):
                  str(tmp_path / "lib.so")]) == 0
     lib = ctypes.CDLL(str(tmp_path / "lib.so"))
     lib.dse_gemm_kernel.argtypes = [ctypes.c_int64] * 3
-    assert lib.dse_gemm_kernel(1, 128, 256) == lib.dse_gemm_kernel(4096, 128, 256) == -1
+    assert lib.dse_gemm_kernel(1, 200, 300) == lib.dse_gemm_kernel(4096, 200, 300) == -1
+    assert lib.dse_gemm_kernel(4096, 128, 256) == 1
 
 
 def test_the_nearest_shapes_log_is_the_dispatchers():
@@ -468,7 +478,8 @@ def test_the_nearest_shapes_log_is_the_dispatchers():
 def test_without_amx_every_path_is_exact(native, dtype):
     fn = _gemm(native, dtype)
     shapes = [(1, 128, 256, 0), (STREAM_M, 45, 70, 3), (STREAM_M + 1, 128, 256, 1),
-              (100, 97, 150, 2), (3, 4099, 17, 0)]
+              (100, 97, 150, 2), (3, 4099, 17, 0), (STREAM_M, 200, 300, 1),
+              (STREAM_M + 1, 200, 300, 2), (5, 70, 130, 0), (300, 70, 130, 3)]
     for threads in (1, 2):
         native.dse_set_threads(threads)
         for M, N, K, pad in shapes:

@@ -19,10 +19,11 @@ untouched on bad arguments)::
 and, for a weight B that many calls multiply, B packed once (``PACKED_API``: ``dse_pack_b_s8``
 / ``_bf16``, the ``_packed`` GEMMs, ``dse_free_packed_b``; the header declares them).
 
-On a CPU without AMX, a GEMM of at most :data:`STREAM_M` rows (by default: any) runs the
-streaming kernels of
-:mod:`.amx_stream` (B read in place); a weight shape the table has no rule for runs the kernel
-of the table's nearest shape (in log M, K and N; the table's fallback when it lists no shapes).
+A weight shape the table has no rule for runs the kernel of the table's nearest shape (in log
+M, K and N; the table's fallback when it lists no shapes). On a CPU without AMX a shape whose
+kernel is one of the table's AVX-512 kernels runs it (a study on such a CPU measures only
+those), and one whose kernel needs AMX runs the streaming kernels of :mod:`.amx_stream` (B read
+in place) up to :data:`STREAM_M` rows (by default: any).
 On a CPU without AVX-512 VNNI and BF16 every GEMM runs the portable kernels of
 :mod:`.amx_portable`. The kernels are built for those ISAs, not for the machine that builds the
 library, and the dispatcher (built for the baseline x86-64) checks CPUID before it calls one,
@@ -58,11 +59,13 @@ DTYPES = {"int8-int32": ("s8s8s32", "int8_t", "int32_t"),
 # each kernel's own symbols (a pack_b=stream kernel's streaming kernels too), renamed per kernel
 RENAMED = ("dse_gemm", "dse_time", "dse_set_threads", "dse_amx_request", "dse_pack",
            "dse_packed_bytes", "dse_gemm_prepacked", *STREAM_SYMBOLS)
-# On a CPU without AMX, GEMMs of at most this many rows run the streaming kernels (B read in
-# place, re-laid out in registers: amx_stream), whatever the table says. The space's AVX-512
-# kernels re-lay a row-major B out in memory first and take B's column sums; measured on a Zen 4
-# they ran 1.1-6x the streaming kernels' time at every M of the Llama-3.1-8B mix (1 to 512), so
-# by default every GEMM streams there (a build can pass a smaller bound).
+# On a CPU without AMX, a GEMM whose table kernel needs AMX runs the streaming kernels (B read
+# in place, re-laid out in registers: amx_stream) up to this many rows, the general AVX-512
+# kernel above. That one re-lays a row-major B out in memory first and takes B's column sums;
+# measured on a Zen 4 the space's kernels of that kind ran 1.1-6x the streaming kernels' time at
+# every M of the Llama-3.1-8B mix (1 to 512), so by default such GEMMs all stream (a build can
+# pass a smaller bound). The table's own AVX-512 kernels serve their shapes at any M: the study
+# measured them against everything else it had.
 STREAM_M = 2**62
 # a kernel for any shape where the table has none (the other dtype), on each engine
 GENERAL = {"amx": {"grid_rows": 2, "grid_cols": 2, "mc": 256, "kc": 1024, "nc": 256},
@@ -84,13 +87,14 @@ int dse_gemm_bf16bf16f32(int64_t M, int64_t N, int64_t K, const uint16_t *A, int
                          const uint16_t *B, int64_t ldb, float *C, int64_t ldc);
 /* Threads of every later call (default: every core). */
 void dse_set_threads(int n);
-/* 1 when the AMX kernels run, 0 when this CPU (or its kernel) has no AMX and the AVX-512
- * kernels serve every shape, -1 when it has no AVX-512 VNNI and BF16 and the portable kernels
- * (AVX2 where the CPU has it) do. DSE_GEMM_ISA=amx, avx512 or portable in the environment
- * caps it. */
+/* 1 when the AMX kernels run, 0 when this CPU (or its kernel) has no AMX and AVX-512
+ * kernels serve every shape (the table's own where it chose one), -1 when it has no AVX-512
+ * VNNI and BF16 and the portable kernels (AVX2 where the CPU has it) do. DSE_GEMM_ISA=amx,
+ * avx512 or portable in the environment caps it. */
 int dse_gemm_engine(void);
 /* The kernel a GEMM of the table's dtype runs: its index in the dispatch table, -1 the
- * streaming kernel (small M without AMX), -2 the general AVX-512 kernel, -3 a size below 1,
+ * streaming kernel (without AMX, where the table's kernel needs it), -2 the general AVX-512
+ * kernel (the same, above the library's streaming bound), -3 a size below 1,
  * -4 the portable kernel (a CPU without AVX-512). */
 int dse_gemm_kernel(int64_t M, int64_t N, int64_t K);
 /* A weight B (K x N, row-major) that many calls multiply, packed once: the caller may free B.
@@ -146,10 +150,14 @@ def _renamed(source: str, name: str) -> str:
 def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
                       stream_m: int = STREAM_M) -> str:
     """The C of the ABI: the table's rules, the choice of engine at the first call (AMX taken
-    as present when its tiles are emulated), and each dtype's entry point; without AMX, GEMMs
-    of at most ``stream_m`` rows stream."""
+    as present when its tiles are emulated), and each dtype's entry point; without AMX, a
+    GEMM whose table kernel needs AMX streams up to ``stream_m`` rows."""
     suffix, c_in, c_out = DTYPES[table["dtype"]]
     kernels = kernels_of(table)
+    # the table's AVX-512 streaming kernels: without AMX they also serve B packed once (the
+    # layout is the same whatever their blocking)
+    streaming = [name for name, _, p in kernels[:len(table["kernels"])]
+                 if p.get("engine") == "avx512" and p.get("pack_b") == "stream"]
     lines = ["#define DSE_AMX_EMULATE 1" if emulate else "", "#include <stdint.h>",
              "#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>",
              "#include <cpuid.h>", "#include <omp.h>", ""]
@@ -169,6 +177,9 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
                      "char *);")
         lines.append(f"int dse_portable_{c_suffix}(int64_t, int64_t, int64_t, const {k_in} *, "
                      f"int64_t, const {k_in} *, int64_t, {k_out} *, int64_t, int);")
+        lines += [f"int dse_{name}stream_{c_suffix}_packed(int64_t, const void *, const {k_in} *, "
+                  f"int64_t, {k_out} *, int64_t, int);" for name in ("", *(
+                      f"{n}_" for n in streaming if c_suffix == suffix))]
     lines.append(f"#define STREAM_M {int(stream_m)}LL")
     rules = table["rules"] or []
     lines += ["", "typedef struct { int64_t k, n, m_min, m_max; int kernel; } dse_rule;",
@@ -189,9 +200,13 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
     prepacked_calls = "\n".join(
         f"        case {n}: done = dse_k{n}_gemm_prepacked(M, N, K, A, lda, B, C, ldc); break;"
         for n in range(len(table["kernels"])))
+    stream_packed_calls = "\n".join(
+        f"        case {name[1:]}: return dse_{name}_stream_{suffix}_packed(M, B, A, lda, C, ldc, "
+        "threads);" for name in streaming)
     setters = "\n".join(f"    dse_{name}_set_threads(threads);" for name, _, _ in kernels)
     lines.append(DISPATCH.format(suffix=suffix, c_in=c_in, c_out=c_out, table_calls=table_calls,
                                  prepacked_calls=prepacked_calls, setters=setters,
+                                 stream_packed_calls=stream_packed_calls,
                                  request="dse_amx_s8s8s32_amx_request"))
     for dtype, (other_suffix, o_in, o_out) in DTYPES.items():
         if dtype != table["dtype"]:
@@ -297,9 +312,9 @@ int dse_gemm_kernel(int64_t M, int64_t N, int64_t K) {{
     init();
     if (M < 1 || N < 1 || K < 1) return -3;
     if (engine < 0) return -4;
-    if (!engine && M <= STREAM_M) return -1;
     int kernel = table_kernel(M, K, N);
-    return !engine && !vector_kernel[kernel] ? -2 : kernel;
+    if (!engine && !vector_kernel[kernel]) return M <= STREAM_M ? -1 : -2;
+    return kernel;
 }}
 
 int dse_gemm_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t lda,
@@ -327,12 +342,28 @@ static int prepacked_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, 
     }}
     return done == 3 ? dse_amx_{suffix}_gemm_prepacked(M, N, K, A, lda, B, C, ldc) : done;
 }}
+
+/* Without AMX, on B packed once in the streaming kernels' layout: the shape's kernel where it
+ * is one of the table's streaming kernels (its blocking), else the library's. */
+static int stream_packed_{suffix}(int64_t M, int64_t N, int64_t K, const void *B,
+                                  const {c_in} *A, int64_t lda, {c_out} *C, int64_t ldc) {{
+    switch (dse_gemm_kernel(M, N, K)) {{
+{stream_packed_calls}
+    }}
+    return dse_stream_{suffix}_packed(M, B, A, lda, C, ldc, threads);
+}}
 """
 
 GENERAL_ENTRY = r"""
 static int prepacked_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t lda,
                               const char *B, {c_out} *C, int64_t ldc) {{
     return dse_amx_{suffix}_gemm_prepacked(M, N, K, A, lda, B, C, ldc);
+}}
+
+static int stream_packed_{suffix}(int64_t M, int64_t N, int64_t K, const void *B,
+                                  const {c_in} *A, int64_t lda, {c_out} *C, int64_t ldc) {{
+    (void)N; (void)K;
+    return dse_stream_{suffix}_packed(M, B, A, lda, C, ldc, threads);
 }}
 
 int dse_gemm_{suffix}(int64_t M, int64_t N, int64_t K, const {c_in} *A, int64_t lda,
@@ -355,10 +386,6 @@ PACKED_API = r"""
 void *dse_stream_pack_s8(int64_t, int64_t, const int8_t *, int64_t, int);
 void *dse_stream_pack_bf16(int64_t, int64_t, const uint16_t *, int64_t, int);
 void dse_stream_packed_free(void *);
-int dse_stream_s8s8s32_packed(int64_t, const void *, const int8_t *, int64_t, int32_t *, int64_t,
-                              int);
-int dse_stream_bf16bf16f32_packed(int64_t, const void *, const uint16_t *, int64_t, float *,
-                                  int64_t, int);
 
 typedef struct dse_packed_b {
     int kind;  /* 1: int8, 2: bf16 */
@@ -425,7 +452,7 @@ int dse_gemm_s8s8s32_packed(int64_t M, const dse_packed_b *B, const int8_t *A, i
     if (B->vnni) return prepacked_s8s8s32(M, B->N, B->K, A, lda, B->vnni, C, ldc);
     if (B->plain)
         return dse_portable_s8s8s32(M, B->N, B->K, A, lda, B->plain, B->N, C, ldc, threads);
-    return dse_stream_s8s8s32_packed(M, B->stream, A, lda, C, ldc, threads);
+    return stream_packed_s8s8s32(M, B->N, B->K, B->stream, A, lda, C, ldc);
 }
 
 int dse_gemm_bf16bf16f32_packed(int64_t M, const dse_packed_b *B, const uint16_t *A,
@@ -436,7 +463,7 @@ int dse_gemm_bf16bf16f32_packed(int64_t M, const dse_packed_b *B, const uint16_t
     if (B->plain)
         return dse_portable_bf16bf16f32(M, B->N, B->K, A, lda, B->plain, B->N, C, ldc,
                                         threads);
-    return dse_stream_bf16bf16f32_packed(M, B->stream, A, lda, C, ldc, threads);
+    return stream_packed_bf16bf16f32(M, B->N, B->K, B->stream, A, lda, C, ldc);
 }
 """
 
@@ -478,9 +505,9 @@ def build_library(table: Mapping[str, Any], out: str | Path, emulate: bool = Fal
     """Compile ``table``'s kernels, its dispatch and the general kernels into the shared
     library ``out`` and write ``dse_gemm.h`` beside it; the two paths. ``emulate`` computes
     the AMX kernels' tiles in C (tests on CPUs without AMX; the dispatcher then takes AMX as
-    present where AVX-512 is); ``stream_m``: on a CPU without AMX, GEMMs of at most this many
-    rows run the streaming kernels (0: none do). The library runs on any x86-64 CPU (its
-    portable kernels where AVX-512 is absent), whatever CPU builds it."""
+    present where AVX-512 is); ``stream_m``: on a CPU without AMX, GEMMs whose table kernel
+    needs AMX run the streaming kernels up to this many rows (0: none do). The library runs on
+    any x86-64 CPU (its portable kernels where AVX-512 is absent), whatever CPU builds it."""
     from dse.core.errors import UsageError
 
     if table["dtype"] not in DTYPES:
