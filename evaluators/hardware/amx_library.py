@@ -156,7 +156,7 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
     kernels = kernels_of(table)
     # the table's AVX-512 streaming kernels: without AMX they also serve B packed once (the
     # layout is the same whatever their blocking)
-    streaming = [name for name, _, p in kernels[:len(table["kernels"])]
+    streaming = [n for n, (_, _, p) in enumerate(kernels[:len(table["kernels"])])
                  if p.get("engine") == "avx512" and p.get("pack_b") == "stream"]
     lines = ["#define DSE_AMX_EMULATE 1" if emulate else "", "#include <stdint.h>",
              "#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>",
@@ -177,9 +177,9 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
                      "char *);")
         lines.append(f"int dse_portable_{c_suffix}(int64_t, int64_t, int64_t, const {k_in} *, "
                      f"int64_t, const {k_in} *, int64_t, {k_out} *, int64_t, int);")
-        lines += [f"int dse_{name}stream_{c_suffix}_packed(int64_t, const void *, const {k_in} *, "
-                  f"int64_t, {k_out} *, int64_t, int);" for name in ("", *(
-                      f"{n}_" for n in streaming if c_suffix == suffix))]
+        prefixes = [""] + ([f"k{n}_" for n in streaming] if c_suffix == suffix else [])
+        lines += [f"int dse_{prefix}stream_{c_suffix}_packed(int64_t, const void *, "
+                  f"const {k_in} *, int64_t, {k_out} *, int64_t, int);" for prefix in prefixes]
     lines.append(f"#define STREAM_M {int(stream_m)}LL")
     rules = table["rules"] or []
     lines += ["", "typedef struct { int64_t k, n, m_min, m_max; int kernel; } dse_rule;",
@@ -201,8 +201,8 @@ def dispatcher_source(table: Mapping[str, Any], emulate: bool = False,
         f"        case {n}: done = dse_k{n}_gemm_prepacked(M, N, K, A, lda, B, C, ldc); break;"
         for n in range(len(table["kernels"])))
     stream_packed_calls = "\n".join(
-        f"        case {name[1:]}: return dse_{name}_stream_{suffix}_packed(M, B, A, lda, C, ldc, "
-        "threads);" for name in streaming)
+        f"        case {n}: return dse_k{n}_stream_{suffix}_packed(M, B, A, lda, C, ldc, "
+        "threads);" for n in streaming)
     setters = "\n".join(f"    dse_{name}_set_threads(threads);" for name, _, _ in kernels)
     lines.append(DISPATCH.format(suffix=suffix, c_in=c_in, c_out=c_out, table_calls=table_calls,
                                  prepacked_calls=prepacked_calls, setters=setters,
