@@ -128,9 +128,11 @@ def _gemm(lib: ctypes.CDLL, dtype: str):
 
 
 # every tail of the portable kernels' row groups (4), column tiles (16), int8's pairs of K rows,
-# blocks of K (256 int8, 128 bf16), tasks of 128 rows and 256 columns
+# blocks of K (256 int8, 128 bf16), tasks of 128 rows and 256 columns (a task of a few rows of A
+# over many columns: each row of B laid out across many panels)
 PORTABLE_SHAPES = [(1, 1, 1, 0), (1, 5, 3, 0), (3, 65, 9, 2), (5, 127, 1030, 3),
-                   (7, 999, 100, 0), (9, 33, 258, 5), (300, 70, 9, 1), (130, 300, 257, 2)]
+                   (7, 999, 100, 0), (9, 33, 258, 5), (300, 70, 9, 1), (130, 300, 257, 2),
+                   (1, 2100, 70, 1), (3, 1100, 131, 0), (4, 1600, 65, 2)]
 
 
 @pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])

@@ -8,9 +8,11 @@ Per task (a block of at most 128 rows of A and 256 columns of B, spread over the
 block of K rows, B's block is re-laid out once into a buffer that stays in L2, in panels of 16
 columns that a micro-kernel reads straight through: int8 as int16 pairs of K rows
 (``vpmaddwd`` multiplies two rows of B by two columns of A into int32 without saturation:
-products of int8 fit int16), bf16 widened to fp32 (``vfmadd`` on 8 columns). Row groups of 4
-then take 16 columns a step (8 accumulators, in registers); partial sums go to C between
-blocks of K.
+products of int8 fit int16), bf16 widened to fp32 (``vfmadd`` on 8 columns). Each row's columns
+of the block are read together, the rows a few ahead prefetched: the rows of a large B lie pages
+apart, and read 16 columns at a time each line would open a DRAM page of its own. Row groups of
+4 then take 16 columns a step (8 accumulators, in registers; a group of fewer rows, a decode
+GEMM's one, takes as few); partial sums go to C between blocks of K.
 
 The C API (row-major, leading dimensions honoured; the dispatcher has checked the arguments)::
 
@@ -31,6 +33,11 @@ SOURCE = r"""
 #define PC 16    /* columns of B it takes */
 #define NB 256   /* columns of a task (a multiple of PC) */
 #define MB 128   /* rows of a task */
+/* elements between panels of B's buffer past their kpad rows: a pair of rows is laid out
+ * across every panel, and panels 4 KiB apart would share an L1 set and a store-forwarding alias */
+#define PANEL_PAD 32
+#define PANEL_STEP(kpad) (PC * (kpad) + PANEL_PAD)
+#define PF 8     /* rows of B prefetched ahead as its blocks are laid out */
 #ifndef AVX2_ALLOWED
 #define AVX2_ALLOWED 1  /* 0: the plain C micro-kernels everywhere (tests run them so) */
 #endif
@@ -39,22 +46,22 @@ SOURCE = r"""
 
 /* int8: a panel of B's block as int16 pairs of rows (rows k, k+1 of a column side by side),
  * its K and N tails zero; A's row group the same way. out[r * ldo + c] receives (or, with add,
- * gains) the block's sum for row r, column c. */
+ * gains) the block's sum for row r < rows, column c. */
 static void s8_tile_c(const int16_t *a, int64_t kpad, const int16_t *b, int64_t stride,
-                      int32_t *out, int64_t ldo, int add) {
+                      int32_t *out, int64_t ldo, int add, int rows) {
     int32_t acc[PR][PC] = {{0}};
     for (int64_t k = 0; k < kpad; k += 2, b += stride)
-        for (int r = 0; r < PR; r++)
+        for (int r = 0; r < rows; r++)
             for (int c = 0; c < PC; c++)
                 acc[r][c] += a[r * kpad + k] * b[2 * c] + a[r * kpad + k + 1] * b[2 * c + 1];
-    for (int r = 0; r < PR; r++)
+    for (int r = 0; r < rows; r++)
         for (int c = 0; c < PC; c++) out[r * ldo + c] = acc[r][c] + (add ? out[r * ldo + c] : 0);
 }
 
 /* one row r of the AVX2 tiles: its two accumulators of 8 columns (named, so that they stay in
- * registers: an array of them is kept on the stack) */
+ * registers: an array of them is kept on the stack); rows past the group's take no work */
 #define S8_ROW(r)                                                                             \
-    {                                                                                         \
+    if (r < R) {                                                                              \
         int32_t pair;                                                                         \
         memcpy(&pair, a + r * kpad + k, sizeof pair);                                         \
         __m256i x = _mm256_set1_epi32(pair);                                                  \
@@ -62,14 +69,16 @@ static void s8_tile_c(const int16_t *a, int64_t kpad, const int16_t *b, int64_t 
         c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(x, b1));                        \
     }
 #define S8_STORE(r, h)                                                                        \
-    {                                                                                         \
+    if (r < R) {                                                                              \
         __m256i *c = (__m256i *)(out + r * ldo + 8 * h);                                      \
         _mm256_storeu_si256(c, add ? _mm256_add_epi32(c##r##h, _mm256_loadu_si256(c)) : c##r##h); \
     }
 
-__attribute__((target("avx2,fma")))
-static void s8_tile_avx2(const int16_t *a, int64_t kpad, const int16_t *b, int64_t stride,
-                         int32_t *out, int64_t ldo, int add) {
+/* R (1 to PR) rows: each call site's R a constant, so a group of fewer rows than PR (a decode
+ * GEMM's one row) multiplies no padding */
+static inline __attribute__((always_inline, target("avx2,fma")))
+void s8_tile_rows(const int16_t *a, int64_t kpad, const int16_t *b, int64_t stride,
+                  int32_t *out, int64_t ldo, int add, const int R) {
     __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,
             c21 = c00, c30 = c00, c31 = c00;
     for (int64_t k = 0; k < kpad; k += 2, b += stride) {
@@ -83,30 +92,30 @@ static void s8_tile_avx2(const int16_t *a, int64_t kpad, const int16_t *b, int64
 
 /* bf16: B's block widened to fp32 rows of the task's columns; A's row group too. */
 static void bf16_tile_c(const float *a, int64_t kpad, const float *b, int64_t stride,
-                        float *out, int64_t ldo, int add) {
+                        float *out, int64_t ldo, int add, int rows) {
     float acc[PR][PC] = {{0}};
     for (int64_t k = 0; k < kpad; k++, b += stride)
-        for (int r = 0; r < PR; r++)
+        for (int r = 0; r < rows; r++)
             for (int c = 0; c < PC; c++) acc[r][c] += a[r * kpad + k] * b[c];
-    for (int r = 0; r < PR; r++)
+    for (int r = 0; r < rows; r++)
         for (int c = 0; c < PC; c++) out[r * ldo + c] = acc[r][c] + (add ? out[r * ldo + c] : 0);
 }
 
 #define BF16_ROW(r)                                                                           \
-    {                                                                                         \
+    if (r < R) {                                                                              \
         __m256 x = _mm256_broadcast_ss(a + r * kpad + k);                                     \
         c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);                                            \
         c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);                                            \
     }
 #define BF16_STORE(r, h)                                                                      \
-    {                                                                                         \
+    if (r < R) {                                                                              \
         float *c = out + r * ldo + 8 * h;                                                     \
         _mm256_storeu_ps(c, add ? _mm256_add_ps(c##r##h, _mm256_loadu_ps(c)) : c##r##h);      \
     }
 
-__attribute__((target("avx2,fma")))
-static void bf16_tile_avx2(const float *a, int64_t kpad, const float *b, int64_t stride,
-                           float *out, int64_t ldo, int add) {
+static inline __attribute__((always_inline, target("avx2,fma")))
+void bf16_tile_rows(const float *a, int64_t kpad, const float *b, int64_t stride,
+                    float *out, int64_t ldo, int add, const int R) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00;
     for (int64_t k = 0; k < kpad; k++, b += stride) {
@@ -117,6 +126,21 @@ static void bf16_tile_avx2(const float *a, int64_t kpad, const float *b, int64_t
     BF16_STORE(2, 0) BF16_STORE(2, 1) BF16_STORE(3, 0) BF16_STORE(3, 1)
 }
 
+/* the AVX2 tiles of each dtype with the row count a call passes as a constant */
+#define TILE_AVX2(KIND, TBUF, TOUT)                                                           \
+__attribute__((target("avx2,fma")))                                                           \
+static void KIND##_tile_avx2(const TBUF *a, int64_t kpad, const TBUF *b, int64_t stride,      \
+                             TOUT *out, int64_t ldo, int add, int rows) {                     \
+    switch (rows) {                                                                           \
+    case 1: KIND##_tile_rows(a, kpad, b, stride, out, ldo, add, 1); break;                    \
+    case 2: KIND##_tile_rows(a, kpad, b, stride, out, ldo, add, 2); break;                    \
+    case 3: KIND##_tile_rows(a, kpad, b, stride, out, ldo, add, 3); break;                    \
+    default: KIND##_tile_rows(a, kpad, b, stride, out, ldo, add, PR);                         \
+    }                                                                                         \
+}
+TILE_AVX2(s8, int16_t, int32_t)
+TILE_AVX2(bf16, float, float)
+
 static float bf16_value(uint16_t x) {
     uint32_t bits = (uint32_t)x << 16;
     float f;
@@ -124,11 +148,13 @@ static float bf16_value(uint16_t x) {
     return f;
 }
 
-/* A panel of PC whole columns of B, laid out: int8, ``pairs`` pairs of rows as int16 pairs;
- * bf16, ``rows`` rows widened to fp32. */
-static void s8_panel_c(const int8_t *restrict b, int64_t ldb, int64_t pairs,
-                       int16_t *restrict out) {
-    for (int64_t k = 0; k < pairs; k++, b += 2 * ldb, out += 2 * PC)
+/* One pair of B's rows (int8) or one row (bf16) laid out across ``panels`` panels of PC whole
+ * columns, panel p's piece at out + p * step: int8 as int16 pairs (rows k, k+1 of a column side
+ * by side), bf16 widened to fp32. A row's columns are read together: rows of a large B lie
+ * pages apart, and a panel's rows read 16 columns at a time would open a DRAM page a line. */
+static void s8_rows_c(const int8_t *restrict b, int64_t ldb, int64_t panels,
+                      int16_t *restrict out, int64_t step) {
+    for (int64_t p = 0; p < panels; p++, b += PC, out += step)
         for (int c = 0; c < PC; c++) {
             out[2 * c] = b[c];
             out[2 * c + 1] = b[ldb + c];
@@ -136,8 +162,9 @@ static void s8_panel_c(const int8_t *restrict b, int64_t ldb, int64_t pairs,
 }
 
 __attribute__((target("avx2,fma")))
-static void s8_panel_avx2(const int8_t *b, int64_t ldb, int64_t pairs, int16_t *out) {
-    for (int64_t k = 0; k < pairs; k++, b += 2 * ldb, out += 2 * PC) {
+static void s8_rows_avx2(const int8_t *b, int64_t ldb, int64_t panels, int16_t *out,
+                         int64_t step) {
+    for (int64_t p = 0; p < panels; p++, b += PC, out += step) {
         __m256i x0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
         __m256i x1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + ldb)));
         /* per 128-bit lane: lo holds columns 0-3 and 8-11, hi 4-7 and 12-15 */
@@ -147,58 +174,74 @@ static void s8_panel_avx2(const int8_t *b, int64_t ldb, int64_t pairs, int16_t *
     }
 }
 
-static void bf16_panel_c(const uint16_t *restrict b, int64_t ldb, int64_t rows,
-                         float *restrict out) {
-    for (int64_t k = 0; k < rows; k++, b += ldb, out += PC)
+static void bf16_rows_c(const uint16_t *restrict b, int64_t ldb, int64_t panels,
+                        float *restrict out, int64_t step) {
+    (void)ldb;
+    for (int64_t p = 0; p < panels; p++, b += PC, out += step)
         for (int c = 0; c < PC; c++) out[c] = bf16_value(b[c]);
 }
 
 __attribute__((target("avx2,fma")))
-static void bf16_panel_avx2(const uint16_t *b, int64_t ldb, int64_t rows, float *out) {
-    for (int64_t k = 0; k < rows; k++, b += ldb, out += PC)
+static void bf16_rows_avx2(const uint16_t *b, int64_t ldb, int64_t panels, float *out,
+                           int64_t step) {
+    (void)ldb;
+    for (int64_t p = 0; p < panels; p++, b += PC, out += step)
         for (int h = 0; h < 2; h++) {
             __m256i x = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(b + 8 * h)));
             _mm256_storeu_ps(out + 8 * h, _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)));
         }
 }
 
+/* the lines of the rows PF ahead (the hardware prefetchers stop at pages: rows are apart) */
+static inline void prefetch_row(const void *row, int64_t bytes) {
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)row + o, 0, 3);
+}
+
 /* rows [k0, k0 + kb) and columns [n0, n0 + nb) of B into buf: panels of PC columns (npad
  * columns in all, the tail zero), each panel's kpad rows one after the other, so that a
- * micro-kernel reads its panel straight through; whole panels by ``panel``, the rest here */
+ * micro-kernel reads its panel straight through; the whole panels a pair of rows at a time by
+ * ``rows``, the rest (a partial panel, an odd last row) here */
 static void s8_pack_b(const int8_t *B, int64_t ldb, int64_t k0, int64_t kb, int64_t kpad,
                       int64_t n0, int64_t nb, int64_t npad, int16_t *buf,
-                      void (*panel)(const int8_t *, int64_t, int64_t, int16_t *)) {
-    for (int64_t p = 0; p < npad; p += PC) {
-        int16_t *out = buf + p * kpad;
-        int64_t cols = p + PC < nb ? PC : nb - p, k = 0;
-        const int8_t *b = B + k0 * ldb + n0 + p;
-        if (cols == PC) {
-            k = kb / 2 * 2;
-            panel(b, ldb, kb / 2, out);
-        }
-        for (; k < kpad; k += 2) {  /* k < kb (kpad - kb < 2); row k + 1 may be the zero tail */
-            for (int64_t c = 0; c < PC; c++) {
-                out[k * PC + 2 * c] = c < cols ? b[k * ldb + c] : 0;
-                out[k * PC + 2 * c + 1] = c < cols && k + 1 < kb ? b[(k + 1) * ldb + c] : 0;
+                      void (*rows)(const int8_t *, int64_t, int64_t, int16_t *, int64_t)) {
+    const int8_t *b = B + k0 * ldb + n0;
+    int64_t whole = nb / PC, done = 0;
+    if (whole)
+        for (; done + 1 < kb; done += 2) {
+            if (done + PF + 1 < kb) {
+                prefetch_row(b + (done + PF) * ldb, nb);
+                prefetch_row(b + (done + PF + 1) * ldb, nb);
             }
+            rows(b + done * ldb, ldb, whole, buf + done * PC, PANEL_STEP(kpad));
         }
+    for (int64_t p = 0; p < npad; p += PC) {
+        int16_t *out = buf + p / PC * PANEL_STEP(kpad);
+        int64_t cols = p + PC < nb ? PC : nb - p;
+        /* k < kb (kpad - kb < 2); row k + 1 may be the zero tail */
+        for (int64_t k = cols == PC ? done : 0; k < kpad; k += 2)
+            for (int64_t c = 0; c < PC; c++) {
+                out[k * PC + 2 * c] = c < cols ? b[k * ldb + p + c] : 0;
+                out[k * PC + 2 * c + 1] = c < cols && k + 1 < kb ? b[(k + 1) * ldb + p + c] : 0;
+            }
     }
 }
 
 static void bf16_pack_b(const uint16_t *B, int64_t ldb, int64_t k0, int64_t kb, int64_t kpad,
                         int64_t n0, int64_t nb, int64_t npad, float *buf,
-                        void (*panel)(const uint16_t *, int64_t, int64_t, float *)) {
-    for (int64_t p = 0; p < npad; p += PC) {
-        float *out = buf + p * kpad;
-        int64_t cols = p + PC < nb ? PC : nb - p;
-        const uint16_t *b = B + k0 * ldb + n0 + p;
-        if (cols == PC) {
-            panel(b, ldb, kb, out);
-            continue;
+                        void (*rows)(const uint16_t *, int64_t, int64_t, float *, int64_t)) {
+    const uint16_t *b = B + k0 * ldb + n0;
+    int64_t whole = nb / PC;
+    if (whole)
+        for (int64_t k = 0; k < kb; k++) {
+            if (k + PF < kb) prefetch_row(b + (k + PF) * ldb, 2 * nb);
+            rows(b + k * ldb, ldb, whole, buf + k * PC, PANEL_STEP(kpad));
         }
+    if (whole * PC < npad) {  /* the partial panel */
+        float *out = buf + whole * PANEL_STEP(kpad);
         for (int64_t k = 0; k < kb; k++)
             for (int64_t c = 0; c < PC; c++)
-                out[k * PC + c] = c < cols ? bf16_value(b[k * ldb + c]) : 0.0f;
+                out[k * PC + c] = whole * PC + c < nb ? bf16_value(b[k * ldb + whole * PC + c])
+                                                      : 0.0f;
     }
 }
 
@@ -224,15 +267,15 @@ int NAME(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const TIN *
          int64_t ldb, TOUT *C, int64_t ldc, int threads) {                                    \
     int avx2 = AVX2_ALLOWED && __builtin_cpu_supports("avx2")                                \
                && __builtin_cpu_supports("fma");                                              \
-    void (*tile)(const TBUF *, int64_t, const TBUF *, int64_t, TOUT *, int64_t, int) =       \
+    void (*tile)(const TBUF *, int64_t, const TBUF *, int64_t, TOUT *, int64_t, int, int) =  \
         avx2 ? KIND##_tile_avx2 : KIND##_tile_c;                                              \
-    void (*panel)(const TIN *, int64_t, int64_t, TBUF *) =                                    \
-        avx2 ? KIND##_panel_avx2 : KIND##_panel_c;                                            \
+    void (*lay_rows)(const TIN *, int64_t, int64_t, TBUF *, int64_t) =                        \
+        avx2 ? KIND##_rows_avx2 : KIND##_rows_c;                                              \
     int64_t m_tasks = (M + MB - 1) / MB, n_tasks = (N + NB - 1) / NB;                         \
     int failed = 0;                                                                           \
     _Pragma("omp parallel num_threads(threads) reduction(|:failed)")                          \
     {                                                                                         \
-        TBUF *bbuf = malloc(sizeof(TBUF) * KB * NB);                                        \
+        TBUF *bbuf = malloc(sizeof(TBUF) * (KB * NB + NB / PC * PANEL_PAD));                \
         TBUF *abuf = malloc(sizeof(TBUF) * PR * KB);                                          \
         if (!bbuf || !abuf) failed = 1;                                                       \
         _Pragma("omp for collapse(2) schedule(dynamic)")                                      \
@@ -245,19 +288,20 @@ int NAME(int64_t M, int64_t N, int64_t K, const TIN *A, int64_t lda, const TIN *
                 for (int64_t k0 = 0; k0 < K; k0 += KB) {                                      \
                     int64_t kb = k0 + KB < K ? KB : K - k0;                                   \
                     int64_t kpad = (kb + KSTEP - 1) / KSTEP * KSTEP;                          \
-                    KIND##_pack_b(B, ldb, k0, kb, kpad, n0, nb, npad, bbuf, panel);           \
+                    KIND##_pack_b(B, ldb, k0, kb, kpad, n0, nb, npad, bbuf, lay_rows);        \
                     for (int64_t m = m0; m < m1; m += PR) {                                   \
                         int64_t rows = m + PR < m1 ? PR : m1 - m;                             \
                         KIND##_load_a(A, lda, m, rows, k0, kb, kpad, abuf);                   \
                         for (int64_t c0 = 0; c0 < nb; c0 += PC) {                             \
                             TOUT *c = C + m * ldc + n0 + c0;                                  \
+                            const TBUF *panel = bbuf + c0 / PC * PANEL_STEP(kpad);            \
                             int64_t cols = c0 + PC < nb ? PC : nb - c0;                       \
-                            if (rows == PR && cols == PC) {  /* the tile adds into C itself */\
-                                tile(abuf, kpad, bbuf + c0 * kpad, PC * KSTEP, c, ldc, k0 > 0); \
+                            if (cols == PC) {  /* the tile adds into C itself */              \
+                                tile(abuf, kpad, panel, PC * KSTEP, c, ldc, k0 > 0, (int)rows); \
                                 continue;                                                     \
                             }                                                                 \
                             TOUT out[PR * PC];                                                \
-                            tile(abuf, kpad, bbuf + c0 * kpad, PC * KSTEP, out, PC, 0);       \
+                            tile(abuf, kpad, panel, PC * KSTEP, out, PC, 0, (int)rows);       \
                             for (int64_t r = 0; r < rows; r++)                                \
                                 for (int64_t j = 0; j < cols; j++)                            \
                                     c[r * ldc + j] = out[r * PC + j]                          \
