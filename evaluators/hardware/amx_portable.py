@@ -200,10 +200,10 @@ static inline void prefetch_row(const void *row, int64_t bytes) {
 /* rows [k0, k0 + kb) and columns [n0, n0 + nb) of B into buf: panels of PC columns (npad
  * columns in all, the tail zero), each panel's kpad rows one after the other, so that a
  * micro-kernel reads its panel straight through; the whole panels a pair of rows at a time by
- * ``rows``, the rest (a partial panel, an odd last row) here */
+ * ``lay_rows``, the rest (a partial panel, an odd last row) here */
 static void s8_pack_b(const int8_t *B, int64_t ldb, int64_t k0, int64_t kb, int64_t kpad,
                       int64_t n0, int64_t nb, int64_t npad, int16_t *buf,
-                      void (*rows)(const int8_t *, int64_t, int64_t, int16_t *, int64_t)) {
+                      void (*lay_rows)(const int8_t *, int64_t, int64_t, int16_t *, int64_t)) {
     const int8_t *b = B + k0 * ldb + n0;
     int64_t whole = nb / PC, done = 0;
     if (whole)
@@ -212,7 +212,7 @@ static void s8_pack_b(const int8_t *B, int64_t ldb, int64_t k0, int64_t kb, int6
                 prefetch_row(b + (done + PF) * ldb, nb);
                 prefetch_row(b + (done + PF + 1) * ldb, nb);
             }
-            rows(b + done * ldb, ldb, whole, buf + done * PC, PANEL_STEP(kpad));
+            lay_rows(b + done * ldb, ldb, whole, buf + done * PC, PANEL_STEP(kpad));
         }
     for (int64_t p = 0; p < npad; p += PC) {
         int16_t *out = buf + p / PC * PANEL_STEP(kpad);
@@ -228,13 +228,13 @@ static void s8_pack_b(const int8_t *B, int64_t ldb, int64_t k0, int64_t kb, int6
 
 static void bf16_pack_b(const uint16_t *B, int64_t ldb, int64_t k0, int64_t kb, int64_t kpad,
                         int64_t n0, int64_t nb, int64_t npad, float *buf,
-                        void (*rows)(const uint16_t *, int64_t, int64_t, float *, int64_t)) {
+                        void (*lay_rows)(const uint16_t *, int64_t, int64_t, float *, int64_t)) {
     const uint16_t *b = B + k0 * ldb + n0;
     int64_t whole = nb / PC;
     if (whole)
         for (int64_t k = 0; k < kb; k++) {
             if (k + PF < kb) prefetch_row(b + (k + PF) * ldb, 2 * nb);
-            rows(b + k * ldb, ldb, whole, buf + k * PC, PANEL_STEP(kpad));
+            lay_rows(b + k * ldb, ldb, whole, buf + k * PC, PANEL_STEP(kpad));
         }
     if (whole * PC < npad) {  /* the partial panel */
         float *out = buf + whole * PANEL_STEP(kpad);
