@@ -237,11 +237,12 @@ static void bf16_pack_b(const uint16_t *B, int64_t ldb, int64_t k0, int64_t kb, 
             lay_rows(b + k * ldb, ldb, whole, buf + k * PC, PANEL_STEP(kpad));
         }
     if (whole * PC < npad) {  /* the partial panel */
+        const uint16_t *rest = b + whole * PC;
+        int64_t cols = nb - whole * PC;
         float *out = buf + whole * PANEL_STEP(kpad);
         for (int64_t k = 0; k < kb; k++)
             for (int64_t c = 0; c < PC; c++)
-                out[k * PC + c] = whole * PC + c < nb ? bf16_value(b[k * ldb + whole * PC + c])
-                                                      : 0.0f;
+                out[k * PC + c] = c < cols ? bf16_value(rest[k * ldb + c]) : 0.0f;
     }
 }
 
