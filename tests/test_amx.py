@@ -269,9 +269,13 @@ def test_the_probe_writes_a_target_this_machine_can_use(tmp_path, capsys):
 
     out = tmp_path / "here.toml"
     assert main(["amx", "probe", "--out", str(out), "--repeats", "2"]) == 0
-    assert "peak int8-int32" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "peak int8-int32" in printed and "rows read in runs of 128 bytes" in printed
     target = amx_target_from_dict(tomllib.loads(out.read_text()), str(out))
     assert target.engine.cores >= 1 and target.engine.clock_hz > 0
+    # the knee is this machine's: a number the probe measured, not the shipped file's
+    assert target.model.run_knee_bytes >= 0
+    assert "run_knee_bytes = 150.0" not in out.read_text()
     assert main(["amx", "probe", "--out", str(out)]) == 2  # exists: refused without --force
 
 
@@ -363,6 +367,35 @@ def test_the_model_streams_b_for_decode_and_tiles_it_for_prefill(dtype):
     rows = {**STREAM, "mc": 32, "kc": 256, "nc": 256}
     assert tops("32x4096x4096", **{**rows, "engine": "amx", "block_order": "a_block"}) > \
         tops("32x4096x4096", **rows)
+
+
+@pytest.mark.parametrize("dtype", ["int8-int32", "bf16-fp32"])
+def test_the_model_charges_the_streaming_kernels_short_runs_of_b(dtype):
+    """A streaming kernel reads each row of B in runs as wide as the chunks it lays out
+    together; from beyond L2 each run starts anew, so of two buffers of one size (kc x nc) the
+    wider reads B faster (measured: 7-8 GB/s in runs of 64 bytes, 23-25 from 256 on), and the
+    run's cost is gone when the target leaves it out (run_knee_bytes = 0)."""
+    import dataclasses
+
+    from evaluators.analytical.amx_gemm import run_share, score
+
+    ctx = _context("8x4096x28672", dtype)
+
+    def tops(target, **config) -> float:
+        batch = ctx.space.encode([ctx.space.resolve({**STREAM, "engine": "amx", "mc": 8,
+                                                     "block_order": "a_block", **config})])
+        return float(score(batch, target, ctx.workload)["tops"][0])
+
+    kept = 16384 // ctx.workload.dtype.in_bytes  # kc x nc of a 16 KiB buffer
+    narrow, wide = dict(kc=kept // 64, nc=64), dict(kc=kept // 256, nc=256)
+    assert tops(ctx.target, **wide) > tops(ctx.target, **narrow)
+    without = dataclasses.replace(ctx.target, model=dataclasses.replace(ctx.target.model,
+                                                                        run_knee_bytes=0.0))
+    cost = {name: tops(without, **config) / tops(ctx.target, **config)
+            for name, config in (("narrow", narrow), ("wide", wide))}
+    assert cost["narrow"] > 1.25 * cost["wide"] and cost["wide"] > 1.0, cost
+    assert run_share(np.array([150.0, 1e9]), 150.0) == pytest.approx([2**-0.5, 1.0])
+    assert run_share(np.array([64.0]), 0.0)[0] == 1.0
 
 
 def test_the_model_prefers_what_the_engine_rewards():

@@ -17,10 +17,11 @@ Per thread (the busiest: the split gives each a share of C rounded to whole micr
 - **C tiles**: each micro-kernel call loads (after the first K block) and stores its C tiles;
   between K blocks a C panel lives in L2, L3 or DRAM by its size. Unprefetched, C's lines cost
   ``c_latency_factor`` times their bandwidth time. Calls cost ``call_cycles`` each.
-- **Streaming** (``pack_b=stream``, on a row-major B): B read once from where it lives, each
-  block written to a ``kc x nc`` buffer and read from it by every group of 4 A rows (AVX-512)
-  or, as tiles, by every 16 (AMX, beside A's tiles); no packing of B, and the tiles' loads
-  rotate through three buffers (no exposed latency).
+- **Streaming** (``pack_b=stream``, on a row-major B): B read once from where it lives (from
+  beyond L2 in runs as wide as the chunks laid out together, each run paying a start:
+  ``run_knee_bytes``), each block written to a ``kc x nc`` buffer and read from it by every
+  group of 4 A rows (AVX-512) or, as tiles, by every 16 (AMX, beside A's tiles); no packing
+  of B, and the tiles' loads rotate through three buffers (no exposed latency).
 - **Packing**: B to VNNI once per GEMM (shared by the threads) or per block (by each thread
   that uses it, again for each A block in ``a_block`` order); A per block (again for each B block
   in ``b_block`` order), read and written at ``pack_bytes_per_s``.
@@ -66,6 +67,14 @@ def held_strip_bytes(batch: ConfigBatch, elem: int) -> np.ndarray:
     width = np.where(is_choice(batch, "micro_order", "a_strip"), grid_rows_of(batch),
                      grid_cols_of(batch))
     return width * batch["kc"] * elem
+
+
+def run_share(run_bytes: np.ndarray, knee_bytes: float) -> np.ndarray:
+    """The share of a level's bandwidth that contiguous runs of ``run_bytes`` get: a cost per
+    run (the prefetchers start again) against the bytes' own time, blended by a 2-norm, so a
+    run of ``knee_bytes`` gets 1/sqrt(2) and long runs all of it."""
+    run = np.asarray(run_bytes, dtype=np.float64)
+    return run / np.sqrt(run**2 + knee_bytes**2)
 
 
 def _level(size: np.ndarray, caches: Any, threads: np.ndarray) -> np.ndarray:
@@ -152,10 +161,16 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     # or each 16 (AMX, beside its A tiles: A's block kept in a_block order, all of A packed
     # once in b_block order) then reads
     share_bytes = K * n_share * e
+    # each of B's rows is read in runs as wide as the chunks laid out together (the AVX-512
+    # kernels lay half as many out above 4 rows of A; other configs' nc may be narrower than a
+    # chunk, and never use this); beyond L2 each run starts anew
+    chunks = np.maximum(np.where(vector & (M > 4) & (nc >= 128), nc // 128, nc // 64), 1)
+    b_stream_bw = per_level[b_whole] * np.where(
+        b_whole >= 2, run_share(chunks * 64 * e, mod.run_knee_bytes), 1.0)
     buffer_level = _level(kc * nc * e, caches, busy)
     buffer_reads = np.where(vector, _ceil(M, 4), _ceil(M, 16))
     a_tiles_level = _level(m_share * np.where(b_block, K, kc) * e, caches, busy)
-    t_loads = np.where(streaming, share_bytes / per_level[b_whole]
+    t_loads = np.where(streaming, share_bytes / b_stream_bw
                        + (1 + buffer_reads) * share_bytes / per_level[buffer_level]
                        + np.where(vector, 0, a_bytes / per_level[a_tiles_level]), t_loads)
 

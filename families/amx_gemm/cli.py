@@ -1,6 +1,7 @@
 """``dse amx probe``: the AMX engine of this machine measured (tile-multiply peak per dtype on
-one core and on all, tile-load bandwidth from L1, L2, L3 and DRAM with every core streaming)
-and written as a target file, the shipped one's other constants kept."""
+one core and on all, tile-load bandwidth from L1, L2, L3 and DRAM with every core streaming,
+the cost of reading rows in short runs) and written as a target file, the shipped one's other
+constants kept."""
 
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from dse.core.target import rewrite_toml
     from evaluators.hardware.amx import DEVICE, worker_environment
     from evaluators.hardware.amx_detect import amx_problem, cpu_model
-    from evaluators.hardware.amx_probe import load_bytes_per_s, peak_ops_per_s
+    from evaluators.hardware.amx_probe import (
+        RUN_LONG,
+        RUN_SHORT,
+        load_bytes_per_s,
+        peak_ops_per_s,
+        run_knee_bytes,
+    )
     from evaluators.hardware.harness import MeasureSettings, Worker
     from search_spaces.amx_gemm.target import OPS_PER_TDP, amx_target_from_dict, system_cores
 
@@ -59,13 +66,19 @@ def cmd_probe(args: argparse.Namespace) -> int:
             found[f"bandwidth.{level}_bytes_per_s"] = rate
             print(f"tile loads from {level:<4} ({size / 1024:,.0f} KiB a core): "
                   f"{rate / 1e9:8.1f} GB/s a core", flush=True)
+        knee = run_knee_bytes(worker, DEVICE, cores, settings)
+        if knee is None:
+            raise UsageError("the row-run probe failed")
+        found["model.run_knee_bytes"] = knee[0]
+        print(f"rows read in runs of {RUN_SHORT} bytes: {knee[1] / 1e9:.1f} GB/s, of "
+              f"{RUN_LONG}: {knee[2] / 1e9:.1f} GB/s (knee {knee[0]:.0f} bytes)", flush=True)
     finally:
         worker.close()
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     header = (f"# Measured by `dse amx probe` on {cpu_model()} ({cores} cores, host "
               f"{os.uname().nodename}) at {stamp}:\n# engine.clock_hz (from the one-core int8 "
-              "peak) and the bandwidth section are this machine's; the rest is the shipped "
-              "file's.\n")
+              "peak), the bandwidth section and model.run_knee_bytes are this machine's; the "
+              "rest is the shipped file's.\n")
     text = rewrite_toml(shipped_file.read_text(), found)
     out.write_text(header + text)
     print(f"wrote {out}")
@@ -79,8 +92,8 @@ def add_commands(sub: Any) -> None:
     amx = sub.add_parser("amx", help="the host CPU's AMX engine (Intel Xeon): probes")
     commands = amx.add_subparsers(dest="amx_command", required=True)
     probe = commands.add_parser(
-        "probe", help="measure this CPU's AMX peak and tile-load bandwidths and write a target "
-        "file")
+        "probe", help="measure this CPU's AMX peak, tile-load bandwidths and the cost of short "
+        "row runs, and write a target file")
     probe.add_argument("--out", required=True, help="the target file to write (.toml)")
     probe.add_argument("--force", action="store_true", help="overwrite --out")
     probe.add_argument("--cores", type=positive_int, default=None,

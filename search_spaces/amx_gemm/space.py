@@ -85,7 +85,7 @@ class AmxGemmSpace(SearchSpace):
                                                                            "dram")),
         *(Calibratable("model", key) for key in (
             "pack_bytes_per_s", "load_latency_cycles", "call_cycles", "c_latency_factor",
-            "prefetch_line_cycles", "strided_a_factor")),
+            "prefetch_line_cycles", "strided_a_factor", "run_knee_bytes")),
     )
     time_parts = {"t_loads_s": "tile loads", "t_c_s": "C tiles in and out",
                   "t_pack_s": "packing", "t_calls_s": "micro-kernel calls"}

@@ -50,6 +50,9 @@ class AmxModel:
     c_latency_factor: float  # C tiles read and written without their lines prefetched
     prefetch_line_cycles: float  # issuing one software prefetch
     strided_a_factor: float  # A's tiles read in place (a row per line and page) vs packed
+    # a contiguous run of B's row read from beyond L2 this long gets 1/sqrt(2) of its level's
+    # bandwidth: each run starts anew (the hardware prefetchers stop at it); 0 leaves it out
+    run_knee_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
