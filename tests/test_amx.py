@@ -373,8 +373,9 @@ def test_the_model_streams_b_for_decode_and_tiles_it_for_prefill(dtype):
 def test_the_model_charges_the_streaming_kernels_short_runs_of_b(dtype):
     """A streaming kernel reads each row of B in runs as wide as the chunks it lays out
     together; from beyond L2 each run starts anew, so of two buffers of one size (kc x nc) the
-    wider reads B faster (measured: 7-8 GB/s in runs of 64 bytes, 23-25 from 256 on), and the
-    run's cost is gone when the target leaves it out (run_knee_bytes = 0)."""
+    wider reads B faster (measured: 7-8 GB/s in runs of 64 bytes, 23-25 from 256 on): against
+    a target that leaves the runs' cost out (run_knee_bytes = 0), it slows the narrow buffer
+    by far more than the wide one."""
     import dataclasses
 
     from evaluators.analytical.amx_gemm import run_share, score
