@@ -13,6 +13,7 @@ import ctypes
 from dse.core import Status
 from evaluators.hardware.amx_build import build
 from evaluators.hardware.amx_source import support_text
+from evaluators.hardware.amx_stream import STREAM_KB, STREAM_PF
 from evaluators.hardware.harness import MeasureSettings, RunOutput, Worker, measure
 from search_spaces.amx_gemm.target import OPS_PER_TDP
 
@@ -72,9 +73,6 @@ double dse_probe_loads(int64_t bytes, int64_t passes, int threads) {
     return seconds;
 }
 
-#define RUN_BLOCK 256  /* rows of a block, as the streaming kernels' int8 blocks */
-#define RUN_AHEAD 16   /* rows prefetched ahead, as the streaming kernels' */
-
 /* Seconds for a sweep of a `rows` x `row_bytes` matrix read in runs of `run` bytes a row, as
  * the streaming kernels read a row-major B: the threads split the columns, each walks blocks of
  * RUN_BLOCK rows and, per block, its runs of every row, rows RUN_AHEAD ahead prefetched; -1
@@ -126,6 +124,8 @@ LOAD_BYTES_PER_RUN = 1 << 30  # tile-load bytes a bandwidth probe streams per th
 def probe_library(emulate: bool = False) -> str:
     """The probes' library path (built once, cached like a kernel)."""
     head = "#define DSE_AMX_EMULATE 1\n" if emulate else ""
+    # the run probe reads as the streaming kernels do: their int8 blocks, their prefetch distance
+    head += f"#define RUN_BLOCK {STREAM_KB}\n#define RUN_AHEAD {STREAM_PF}\n"
     built = build(head + support_text() + PROBE, emulate)
     if built.library is None:
         raise OSError(f"the AMX probe does not build: {built.error}")
