@@ -54,7 +54,9 @@ left out.) The table gives the median over seeds of the counts (a run that did n
 in its budget counts as more than all), of each run's best found (the best time over the run's
 own best) and of the wall times, and the number of distinct configs measured in all. The runs'
 orders are kept beside the memo (``memo-*.runs.json``): ``--table-from`` prints the table of
-a finished run again, at another ``--tolerance`` if asked, measuring nothing. The figure is
+a finished run again, at another ``--tolerance`` if asked, measuring nothing. Its last line
+is the model's rank correlation (Spearman) with every time in the memo: how well the ranking
+the ladder starts from holds on this CPU (computed anew, with the model as it is). The figure is
 dse's ladder count over the best Kernel Tuner strategy's median count, against the goal of at
 most 1/3.
 
@@ -297,6 +299,34 @@ def feasible_space(spec_dict: dict[str, Any]) -> tuple[Any, Any, Any]:
     return spec, ctx, batch_concat(parts, list(ctx.space.params()))
 
 
+def tuned_axes(spec: Any, ctx: Any) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """The study's parameters with several values (Kernel Tuner's tune_params, in the order of
+    its cache keys) and the fixed ones' values."""
+    axes = ctx.space._axes(spec.space.fix, spec.space.free)
+    tune_params = {n: [_plain(v) for v in values] for n, values in axes.items() if len(values) > 1}
+    return tune_params, {n: _plain(values[0]) for n, values in axes.items() if len(values) == 1}
+
+
+def model_agreement(memo: dict[str, Measured], engine: str, shape: str) -> str:
+    """Spearman's rank correlation between the model's TOPS and the measured speed of every
+    config in ``memo``: how well the ranking the ladder starts from holds on this CPU."""
+    from scipy.stats import spearmanr
+
+    from dse.core.registry import build_evaluator
+    from evaluators.analytical import AnalyticalEvaluator
+
+    spec, ctx, feasible = feasible_space(study(engine, shape))
+    names = list(tuned_axes(spec, ctx)[0])
+    scores = build_evaluator("analytical", {}).score(feasible, ctx)["tops"]
+    key_score = {",".join(str(_plain(c[n])) for n in names): float(score)
+                 for c, score in zip(ctx.space.decode(feasible), scores, strict=True)}
+    pairs = [(key_score[k], -m.seconds) for k, m in memo.items()
+             if m.seconds is not None and k in key_score]
+    rho = spearmanr(*zip(*pairs, strict=True)).statistic
+    return (f"the model (analytical version {AnalyticalEvaluator.version}) against the "
+            f"{len(pairs)} measured configs: rank correlation {rho:.2f} (Spearman)")
+
+
 def ladder_order(spec: Any, ctx: Any, feasible: Any, keep: int) -> tuple[Any, Any, float]:
     """The model's score of every feasible config, the indices of the ``keep`` configs dse's
     ladder's first rung passes on (in the model's order) and the seconds ranking took."""
@@ -522,9 +552,7 @@ def main(argv: list[str] | None = None) -> int:
 
     spec_dict = study(engine, args.shape)
     spec, ctx, feasible = feasible_space(spec_dict)
-    axes = ctx.space._axes(spec.space.fix, spec.space.free)
-    tune_params = {n: [_plain(v) for v in values] for n, values in axes.items() if len(values) > 1}
-    base = {n: _plain(values[0]) for n, values in axes.items() if len(values) == 1}
+    tune_params, base = tuned_axes(spec, ctx)
     names = list(tune_params)
     configs = ctx.space.decode(feasible)
     print(f"{args.shape} int8 (B {ctx.workload.b_layout}), engine {engine}: "
@@ -580,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
     # what the table is computed from, kept beside the memo (the runs' orders, the times)
     kept = memo.with_suffix(".runs.json")
     kept.write_text(json.dumps({**report, "ladder": ladder_keys, "refined": refined_keys,
-                                "keep": keep, "rank_s": rank_s,
+                                "keep": keep, "rank_s": rank_s, "engine": engine,
                                 "tpe": tpe_runs, "args": vars(args) | {"kt_driver": None}}))
     print(f"all measured in {time.perf_counter() - started:.0f} s; the runs: {kept}", flush=True)
     return summarise(json.loads(kept.read_text()), args)
@@ -625,6 +653,8 @@ def summarise(report: dict[str, Any], args: argparse.Namespace) -> int:
     print(line + "   (deterministic: the same for every seed)")
     line, _ = row("dse TPE on the hardware", report["tpe"], memo, best, tol, budget)
     print(line)
+    if "engine" in report:  # runs files of earlier versions do not name it
+        print(model_agreement(memo, report["engine"], args.shape))
     reached = {s: m for s, m in medians.items() if m is not None}
     if ladder_median is None:
         print(f"MISSED: dse's ladder did not come within {tol:.0%} of the best in its "

@@ -399,6 +399,34 @@ def test_the_model_charges_the_streaming_kernels_short_runs_of_b(dtype):
     assert run_share(np.array([64.0]), 0.0)[0] == 1.0
 
 
+def test_the_models_blocks_share_l2():
+    """A pair of blocks (A's mc x kc, B's kc x nc) shares L2. Measured at 4096^3 int8 on a Xeon
+    with a 2 MiB L2 (docs/families/amx.md): with A's block filling L2 (mc 1024, kc 2048), the
+    A strip held across B's strips ran 3.6 TOPS with nc 512 and 2.7 with nc 64 (its first use
+    from beyond L2, then reused from L2 for each 32 columns), and the B strip held while A's
+    whole block streamed past it 2.3, whatever nc; with blocks a quarter that size, which fit
+    together, the model charges no order and no nc for it."""
+    from evaluators.analytical.amx_gemm import score
+
+    ctx = _context("4096x4096x4096")
+    space = ctx.space
+
+    def tops(**change) -> float:
+        batch = space.encode([space.resolve({**BASE, "kc": 2048, "block_order": "a_block",
+                                             **change})])
+        assert space.check(batch).ok[0], change
+        return float(score(batch, ctx.target, ctx.workload)["tops"][0])
+
+    filling = ctx.target.caches.l2_bytes // 2048  # A's block fills L2
+    wide = tops(mc=filling, nc=filling // 2, micro_order="a_strip")
+    assert wide > 1.3 * tops(mc=filling, nc=64, micro_order="a_strip")
+    assert wide > 1.3 * tops(mc=filling, nc=filling // 2, micro_order="b_strip")
+    quarter = filling // 4
+    fitting = [tops(mc=quarter, nc=nc, micro_order=order)
+               for nc in (64, quarter // 2) for order in ("a_strip", "b_strip")]
+    assert max(fitting) == pytest.approx(min(fitting), rel=0.01), fitting
+
+
 def test_the_model_prefers_what_the_engine_rewards():
     """Mechanisms the measurements on these machines show (docs/families/amx.md): a 2x2 grid
     loads one tile per multiply and beats 1x1's two; fewer K blocks re-read C less; C lines

@@ -79,6 +79,25 @@ def test_both_sides_search_the_same_feasible_configs_and_the_ladder_ranks_them()
     assert spec.ladder[0].keep == 24 and spec.ladder[-1].refine == 24
 
 
+def test_the_model_is_scored_against_every_measured_config_by_its_memo_key():
+    spec, ctx, feasible = side.feasible_space(side.study("avx512", "64x128x96"))
+    names = list(side.tuned_axes(spec, ctx)[0])
+    scores, _, _ = side.ladder_order(spec, ctx, feasible, 1)
+    keys = [",".join(str(side._plain(c[n])) for n in names) for c in ctx.space.decode(feasible)]
+    # configs of distinct scores timed in the model's order and against it; a key of no
+    # feasible config is left out
+    _, distinct = np.unique(np.nan_to_num(scores, nan=-1.0), return_index=True)
+    order = distinct[np.argsort(-scores[distinct])][:40]
+    assert len(order) == 40
+    agreeing = {keys[i]: side.Measured(1e-3 * (1 + rank), 0.1) for rank, i in enumerate(order)}
+    against = {keys[i]: side.Measured(1e-3 * (40 - rank), 0.1) for rank, i in enumerate(order)}
+    against["no,such,config"] = side.Measured(1.0, 0.1)
+    assert side.model_agreement(agreeing, "avx512", "64x128x96").endswith(
+        "40 measured configs: rank correlation 1.00 (Spearman)")
+    assert "40 measured configs: rank correlation -1.00" in side.model_agreement(
+        against, "avx512", "64x128x96")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--shape", "4096x4096"], "--shape"),
     (["--strategies", "random_sample,annealing"], "unknown strategy 'annealing'"),

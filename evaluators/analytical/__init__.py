@@ -45,7 +45,9 @@ class AnalyticalEvaluator(Evaluator):
     # and the C join's writes merge separately (XDNA2's reads do not)
     # 5: XDNA2's reads of a row-major B merge at the centre of the bound the paper's layout
     # statements leave (read_merge 0.047, was 0); the AMX family joins
-    version: ClassVar[str] = "5"
+    # 6: AMX's blocks share L2 (the held strip's first use from where the pair of blocks lives,
+    # its later uses from L2 when it misses L1; the streamed block beside the held strip)
+    version: ClassVar[str] = "6"
     fidelity: ClassVar[str] = "analytical"
     spaces = _FamiliesWithModel()  # type: ignore[assignment]
     capabilities: ClassVar[Capabilities] = Capabilities(score=True)

@@ -7,10 +7,12 @@ Per thread (the busiest: the split gives each a share of C rounded to whole micr
   small M) cover one A row per grid row at ``vector_macs_per_cycle`` int8 MACs a cycle (bf16
   half), their A read as 4-byte broadcasts.
 - **Tile loads**: each micro-kernel step loads ``grid_rows`` A and ``grid_cols`` B tiles of
-  1 KiB. The strip the micro order keeps (``a_strip``: A's 16 x grid_rows rows by kc) is read
-  from L1 when it fits the share of L1 the other operand's streaming leaves it (three quarters
-  with the non-temporal ``t1`` hint, half without), else from where its block lives; the
-  streamed operand comes from where its block lives: L2, L3 (the others' shares taken) or DRAM.
+  1 KiB. A pair of blocks (A's mc x kc, B's kc x nc) shares L2. The strip the micro order keeps
+  (``a_strip``: A's 16 x grid_rows rows by kc) comes first from where the pair lives (L2 when
+  both blocks fit it together, else L3, the others' shares taken, or DRAM), then from L1 when
+  it fits the share of L1 the other operand's streaming leaves it (three quarters with the
+  non-temporal ``t1`` hint, half without), else from L2; the streamed operand's block, read
+  again for every held strip, from L2 when it fits there beside the held strip, else beyond.
   A read in place (not packed) costs ``strided_a_factor`` more: each tile row is its own line
   and page. Loads overlap the multiplies; a single stream buffer exposes
   ``load_latency_cycles`` per streamed load, software prefetch costs issue slots.
@@ -111,23 +113,28 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     vector_macs_per_cycle = eng.vector_macs_per_cycle / e  # bf16: half of int8's
     t_tmul = macs / np.where(vector, vector_macs_per_cycle, amx_macs_per_cycle) / f
 
-    # tile loads within a block: the held strip from L1 when it fits (after its first use),
-    # else, like the streamed strips, from where its block lives
+    # tile loads within a pair of blocks (A's mc x kc and B's kc x nc, sharing L2): the held
+    # strip's first use comes from where the pair lives, its later uses from L1 when it fits
+    # the share the streamed operand leaves it, else from L2 (beside the one streamed strip);
+    # the streamed strips, read again for every held strip, from L2 while their block and the
+    # held strip fit it together, else from beyond
     a_strip = is_choice(batch, "micro_order", "a_strip")
     t1 = is_choice(batch, "load_hint", "t1")
     l1_share = caches.l1_bytes * np.where(t1, 0.75, 0.5)
-    a_block_level = _level(mc * kc * e, caches, busy)
-    b_block_level = _level(kc * nc * e, caches, busy)
-    held_in_l1 = held_strip_bytes(batch, e) <= l1_share
+    held = held_strip_bytes(batch, e)
+    a_block_bytes, b_block_bytes = mc * kc * e, kc * nc * e
+    pair_level = _level(a_block_bytes + b_block_bytes, caches, busy)
+    streamed_level = _level(np.where(a_strip, b_block_bytes, a_block_bytes) + held, caches, busy)
+    streamed_strip = np.where(a_strip, cols, rows) * kc * e
+    reuse_level = np.where(held <= l1_share, 0,
+                           np.maximum(_level(held + streamed_strip, caches, busy), 1))
     uses = np.where(a_strip, nc // cols, mc // rows)  # micro-kernel calls sharing a held strip
-    held_level = np.where(a_strip, a_block_level, b_block_level)
-    held_time = np.where(held_in_l1, (uses - 1) / uses / per_level[0] + 1 / uses
-                         / per_level[held_level], 1 / per_level[held_level])
+    held_time = (uses - 1) / uses / per_level[reuse_level] + 1 / uses / per_level[pair_level]
     packed_a = is_choice(batch, "pack_a", "yes")
     a_bytes = strips * nk * gr * row_unit * 64  # a tile row of 64 bytes per A row
     b_bytes = strips * nk * cols * 64  # a 64-byte row of K per column of B
-    a_time = np.where(a_strip, held_time, 1 / per_level[a_block_level])
-    b_time = np.where(a_strip, 1 / per_level[b_block_level], held_time)
+    a_time = np.where(a_strip, held_time, 1 / per_level[streamed_level])
+    b_time = np.where(a_strip, 1 / per_level[streamed_level], held_time)
     t_loads = a_bytes * a_time * np.where(packed_a, 1.0, mod.strided_a_factor) + b_bytes * b_time
     # first touches of a block from where its whole operand lives: B's once-per-GEMM packing
     # (for each A block in a_block order), A read in place (for each B block in b_block order)
