@@ -113,11 +113,7 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     vector_macs_per_cycle = eng.vector_macs_per_cycle / e  # bf16: half of int8's
     t_tmul = macs / np.where(vector, vector_macs_per_cycle, amx_macs_per_cycle) / f
 
-    # tile loads within a pair of blocks (A's mc x kc and B's kc x nc, sharing L2): the held
-    # strip's first use comes from where the pair lives, its later uses from L1 when it fits
-    # the share the streamed operand leaves it, else from L2 (beside the one streamed strip);
-    # the streamed strips, read again for every held strip, from L2 while their block and the
-    # held strip fit it together, else from beyond
+    # tile loads within a pair of blocks sharing L2 (the module's docstring says from where)
     a_strip = is_choice(batch, "micro_order", "a_strip")
     t1 = is_choice(batch, "load_hint", "t1")
     l1_share = caches.l1_bytes * np.where(t1, 0.75, 0.5)
