@@ -170,7 +170,7 @@ def score(batch: ConfigBatch, target: Any, workload: GemmWorkload) -> dict[str, 
     chunks = np.maximum(np.where(vector & (M > 4) & (nc >= 128), nc // 128, nc // 64), 1)
     b_stream_bw = per_level[b_whole] * np.where(
         b_whole >= 2, run_share(chunks * 64 * e, mod.run_knee_bytes), 1.0)
-    buffer_level = _level(kc * nc * e, caches, busy)
+    buffer_level = _level(b_block_bytes, caches, busy)
     buffer_reads = np.where(vector, _ceil(M, 4), _ceil(M, 16))
     a_tiles_level = _level(m_share * np.where(b_block, K, kc) * e, caches, busy)
     t_loads = np.where(streaming, share_bytes / b_stream_bw

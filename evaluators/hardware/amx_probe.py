@@ -191,9 +191,9 @@ def run_knee_bytes(worker: Worker, device: str, threads: int, settings: MeasureS
     long runs' bandwidth, ``s``, puts the knee where the model's 2-norm blend gives it:
     ``RUN_SHORT * sqrt(1 / s**2 - 1)`` (0 when short runs lose nothing). Returns the knee and
     both bandwidths (bytes per second), or None when a run could not be measured."""
-    rates = []
+    rates, library_path = [], probe_library(emulate)
     for run in (RUN_SHORT, RUN_LONG):
-        job = {"library_path": probe_library(emulate), "what": "runs", "threads": threads,
+        job = {"library_path": library_path, "what": "runs", "threads": threads,
                "buffer_bytes": run, "emulate": emulate}
         m = measure(worker, f"{__name__}:run_probe", job, settings, device)
         if m.status is not Status.OK or not m.times:
