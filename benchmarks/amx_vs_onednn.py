@@ -90,7 +90,9 @@ def tuned_best(dtype: str, shape: str, keep: int, storage: str, emulate: bool,
     w = spec.workloads[0]
     ctx = build_context("cpu-amx", w.dtype.name, w.shape, w.b_layout)
     params = ctx.space.resolve({name: best[name] for name in ctx.space.params()})
-    print(f"  {dtype} {shape}: ladder of {len(measured)} measurements, best "
+    confirmed = int((measured["fidelity"] == "hardware-confirmed").sum())
+    print(f"  {dtype} {shape}: ladder of {len(measured) - confirmed} measurements"
+          f"{f', its {confirmed} best confirmed' if confirmed else ''}, best "
           f"{best['tops']:.2f} TOPS in the study ({time.perf_counter() - started:.0f} s)",
           flush=True)
     return params, ctx

@@ -464,7 +464,7 @@ def test_the_shipped_studies_rank_the_space_then_measure(dtype):
     spec = load_study(Path(__file__).parents[1] / "studies" / f"amx_{dtype}.yaml")
     assert spec.name == f"amx_{dtype}" and spec.workloads[0].shape == "4096x4096x4096"
     assert [rung.evaluator.name for rung in spec.ladder] == ["analytical", "amx"]
-    assert spec.ladder[0].keep <= 48
+    assert spec.ladder[0].keep <= 48 and spec.ladder[1].confirm == 4
     mix = load_study(Path(__file__).parents[1] / "studies" / (
         "deploy_llama3_8b_amx.yaml" if dtype == "int8" else "deploy_llama3_8b_amx_bf16.yaml"))
     assert len(mix.workloads) == 19 and {w.M for w in mix.workloads} == {1, 8, 32, 512}

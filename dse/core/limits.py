@@ -40,6 +40,7 @@ NUMBERS: dict[str, Range] = {
     "ladder.budget.trials": Range(1, 100_000_000, "trials"),
     "ladder.per_group": Range(1, 1_000_000, "configs"),
     "ladder.refine": Range(0, 1_000_000, "configs"),
+    "ladder.confirm": Range(0, 1_000, "configs"),
     "sampler.n_startup_trials": Range(0, 100_000_000, "trials"),
     "sampler.n_ei_candidates": Range(1, 100_000, "candidates"),
     "sampler.population_size": Range(2, 100_000, "individuals"),

@@ -25,6 +25,7 @@ from dse.core.evaluator import EvalContext, Evaluator, score_batch
 from dse.core.params import batch_take
 from dse.core.registry import (
     build_evaluator,
+    fidelity_ranks,
     load_target,
     search_space_class,
     workload_from_dict,
@@ -203,9 +204,13 @@ def _scores(evaluator: Evaluator, ctx: EvalContext,
 def _measured(frame: pd.DataFrame, ctx: EvalContext, candidates: list[dict[str, Any]],
               params: list[str], evaluator: str) -> np.ndarray:
     """What the study measured of each candidate on ``ctx``'s workload with ``evaluator`` (0
-    where nothing: a config it failed on, or only a cheaper rung scored, cannot serve)."""
+    where nothing: a config it failed on, or only a cheaper rung scored, cannot serve); of a
+    config measured at two fidelities (a rung's measurement and its confirmation), the more
+    faithful result."""
     rows = frame[_of(frame, ctx.workload) & (frame["status"] == "ok")
                  & (frame["evaluator"] == evaluator)]
+    rank = rows["fidelity"].map(fidelity_ranks()).fillna(0)
+    rows = rows.iloc[np.argsort(rank.to_numpy(), kind="stable")]  # the most faithful last
     measured = {tuple(_plain(row[p]) for p in params): float(row["tops"])
                 for _, row in rows.iterrows()}
     return np.array([measured.get(tuple(c.get(p) for p in params), 0.0) for c in candidates])

@@ -249,8 +249,28 @@ class StudyRunner:
         return self._feasible[workload]
 
     def stored(self, run: WorkloadRun, keys: list[str],
-               evaluator: Evaluator) -> dict[str, EvalResult]:
+               evaluator: Evaluator | Measured) -> dict[str, EvalResult]:
         return self.recorder.lookup(run.workload_id, keys, Measured.of(evaluator))
+
+    def evaluate_again(self, run: WorkloadRun, batch: ConfigBatch, evaluator: Evaluator,
+                       pool: Pool, stage: Stage) -> list[EvalResult]:
+        try:
+            results = pool.evaluate(evaluator, batch, run.ctx)
+        finally:
+            self._record_faults(run, pool)
+        self.evaluated_any = True
+        stage.done += len(results)
+        self._show(stage, results)
+        return results
+
+    def record(self, run: WorkloadRun, configs: list[dict[str, Any]],
+               results: list[EvalResult], measured: Measured) -> None:
+        keys = config_keys(run, configs)
+        self.recorder.add(run.workload_id, keys, [dict(c) for c in configs], results,
+                          [False] * len(keys), [measured] * len(keys))
+        run.summary.trials += len(results)
+        run.summary.evaluated += len(results)
+        run.summary.failed += sum(r.status in (Status.FAILED, Status.TIMEOUT) for r in results)
 
     def trialled(self, run: WorkloadRun, evaluator: Evaluator) -> set[str]:
         return self.store.keys_with_trials(self.study_id, run.workload_id, evaluator.name)
@@ -381,6 +401,10 @@ class StudyRunner:
             stage = Stage(summary.workload.label, summary.trials, self.spec.budget.trials)
         else:
             stage.done += len(results)
+        self._show(stage, results)
+
+    def _show(self, stage: Stage, results: list[EvalResult]) -> None:
+        """Move ``stage``'s progress bar, with the best of ``results``."""
         if self.progress is not None:
             objective = self.spec.objectives[0]
             pick = max if objective.direction == "maximize" else min

@@ -16,6 +16,7 @@ import yaml
 
 from dse.core import limits
 from dse.core.errors import UsageError, read_text
+from dse.core.fidelity import HARDWARE
 from dse.core.params import IntParam
 from dse.core.registry import (
     evaluator_class,
@@ -87,6 +88,9 @@ class Rung:
     # configs one parameter away, the first rung's scores ordering each neighbourhood
     # (dse.study.strategies.refine)
     refine: int = 0
+    # on the last rung, its best this many measured again side by side in interleaved rounds,
+    # their median stored as their confirmed results (dse.study.strategies.confirm)
+    confirm: int = 0
 
 
 @dataclass(frozen=True)
@@ -149,7 +153,8 @@ class StudySpec:
                             "keep": r.keep, "select": r.select, "trials": r.trials,
                             **({"group_by": list(r.group_by), "per_group": r.per_group}
                                if r.group_by else {}),
-                            **({"refine": r.refine} if r.refine else {})}
+                            **({"refine": r.refine} if r.refine else {}),
+                            **({"confirm": r.confirm} if r.confirm else {})}
                            for r in self.ladder]} if self.ladder else {}),
             # a study's weights and mix say what its workloads stand for (dse cover reads them)
             **({"weights": list(self.weights)} if self.weights else {}),
@@ -376,7 +381,7 @@ def _ladder(r: _Reader, raw: Any, target: Any, params: tuple[str, ...]) -> tuple
     for i, item in enumerate(raw):
         key = f"ladder[{i}]"
         data = r.mapping(item, key, ("evaluator", "options", "keep", "select", "budget",
-                                     "group_by", "per_group", "refine"))
+                                     "group_by", "per_group", "refine", "confirm"))
         plugin = _plugin(r, {"name": data.get("evaluator", _MISSING),
                              "options": data.get("options", {})}, f"{key}.evaluator", None)
         _check_evaluator_space(r, plugin, target, f"{key}.evaluator")
@@ -403,6 +408,7 @@ def _ladder(r: _Reader, raw: Any, target: Any, params: tuple[str, ...]) -> tuple
         if refine and not evaluator_class(rungs[0].evaluator.name).capabilities.score:
             raise r.fail(f"{key}.refine", refine, "a first rung that scores the whole space "
                          f"at once, which {rungs[0].evaluator.name!r} does not")
+        confirm = _confirm(r, data, key, plugin, last)
         rungs.append(Rung(
             evaluator=plugin, keep=None if keep is None else r.integer(keep, f"{key}.keep", 1,
                                                                 "ladder.keep"),
@@ -411,8 +417,23 @@ def _ladder(r: _Reader, raw: Any, target: Any, params: tuple[str, ...]) -> tuple
                              "ladder.budget.trials")
             if "trials" in budget else None, group_by=group_by,
             per_group=r.integer(data["per_group"], f"{key}.per_group", 1, "ladder.per_group")
-            if group_by else None, refine=refine))
+            if group_by else None, refine=refine, confirm=confirm))
     return tuple(rungs)
+
+
+def _confirm(r: _Reader, data: dict[str, Any], key: str, plugin: PluginSpec, last: bool) -> int:
+    """A rung's ``confirm``: on the last rung only, and only of an evaluator that measures
+    hardware (a model or a simulator gives the same answer twice)."""
+    confirm = r.integer(data.get("confirm", 0), f"{key}.confirm", 0, "ladder.confirm")
+    if confirm and not last:
+        raise r.fail(f"{key}.confirm", confirm, "confirming is for the last rung, whose "
+                     "best is the study's result")
+    fidelity = evaluator_class(plugin.name).fidelity
+    if confirm and fidelity != HARDWARE.name:
+        raise r.fail(f"{key}.confirm", confirm, "confirming is for a rung that measures "
+                     f"hardware ({plugin.name!r} is of fidelity {fidelity}: it answers alike "
+                     "every time)")
+    return confirm
 
 
 def _resolve_path(target: str, source: str) -> str:

@@ -18,6 +18,7 @@ from dse.core.params import ConfigBatch
 from dse.core.results import EvalResult
 from dse.core.workload import Workload
 from dse.storage.keys import config_key
+from dse.storage.windows import Measured
 from dse.study.execution.progress import Stage
 
 if TYPE_CHECKING:
@@ -76,8 +77,17 @@ class Port(Protocol):
         (default: the study's)."""
 
     def stored(self, run: WorkloadRun, keys: list[str],
-               evaluator: Evaluator) -> dict[str, EvalResult]:
+               evaluator: Evaluator | Measured) -> dict[str, EvalResult]:
         """Stored (or this run's) results of these config keys by ``evaluator``."""
+
+    def evaluate_again(self, run: WorkloadRun, batch: ConfigBatch, evaluator: Evaluator,
+                       pool: Pool, stage: Stage) -> list[EvalResult]:
+        """Fresh results of ``batch``'s configs (none served from the store, none stored: a
+        measurement repeated), ``stage`` showing the progress."""
+
+    def record(self, run: WorkloadRun, configs: list[dict[str, Any]],
+               results: list[EvalResult], measured: Measured) -> None:
+        """Store results the strategy made itself as trials, under ``measured``."""
 
     def trialled(self, run: WorkloadRun, evaluator: Evaluator) -> set[str]:
         """Config keys the study already has a trial of by ``evaluator``."""

@@ -5,7 +5,9 @@ Rung 0 scores every feasible config of the study's space (vectorised when its ev
 its kept configs, and every config a later rung scores, become trials. After each later rung the
 rank agreement with the rung before it, on the configs both scored, is stored: Spearman and
 Kendall (tau-b) correlations and the overlap of their top-k sets. A later rung with ``refine: N``
-then measures N more configs on a walk from the best it measured (dse.study.strategies.refine).
+then measures N more configs on a walk from the best it measured (dse.study.strategies.refine);
+the last rung's ``confirm: N`` measures its N best again side by side
+(dse.study.strategies.confirm).
 Re-running the study reuses every stored result and adds no trial twice.
 """
 
@@ -23,6 +25,7 @@ from dse.core.results import EvalResult
 from dse.core.strategy_record import Strategy
 from dse.study.execution.port import Port, WorkloadRun, chunked, config_keys
 from dse.study.execution.progress import Stage
+from dse.study.strategies.confirm import confirm
 from dse.study.strategies.refine import walk
 
 if TYPE_CHECKING:
@@ -131,6 +134,9 @@ def run_ladder(port: Port, run: WorkloadRun) -> None:
                 values = np.concatenate([values, walked_values])
                 batch = batch_take(space, positions)
                 configs = ctx.space.decode(batch)
+            if rung.confirm and not stopped and not offline:
+                confirm(port, run, (evaluator, pool, label), batch, configs, values,
+                        rung.confirm, objective.metric, sign)
         scores = dict(zip(config_keys(run, configs), values, strict=True))
         if previous is not None:
             if rung.refine and index == 1:  # the first rung scored the walk's configs too

@@ -1,0 +1,117 @@
+"""A measured rung's confirmation (``confirm``): its best measured again side by side in
+interleaved rounds, their median stored as results of their own that a study's best is judged by.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dse import load_trials
+from dse.core.results import EvalResult, Status
+from dse.deploy.problem import _measured
+from dse.storage.frames import best_trials
+from dse.study.runner import run_study
+from dse.study.spec import StudyFileError, study_from_dict
+from dse.study.strategies.confirm import ROUNDS, contenders, median_round, round_orders
+
+
+def _cpu_ladder(confirm: int = 3, name: str = "confirmed") -> dict:
+    return {"name": name, "target": "cpu",
+            "workload": {"shape": "384x384x384", "dtype": "fp32-fp32"},
+            "space": {"free": ["pack_a", "pack_b"]},
+            "ladder": [{"evaluator": "analytical", "keep": 5},
+                       {"evaluator": "cpu", "options": {"max_repeats": 3}, "confirm": confirm}]}
+
+
+def test_contenders_rounds_and_the_median_round():
+    values = np.array([3.0, np.nan, 5.0, 4.0, 1.0])
+    assert contenders(values, 3).tolist() == [2, 3, 0]  # best first, a failed one never
+    assert contenders(values, 10).tolist() == [2, 3, 0, 4]
+    assert round_orders(3) == [[0, 1, 2], [2, 1, 0], [0, 1, 2]]
+
+    def ok(tops: float) -> EvalResult:
+        return EvalResult(Status.OK, {"tops": tops, "latency_s": 1 / tops}, elapsed_s=0.5)
+
+    confirmed = median_round([ok(2.0), ok(3.0), ok(1.0)], "tops", 1.0, first=4.0)
+    assert confirmed.ok and confirmed.metrics["tops"] == 2.0
+    assert confirmed.metrics["latency_s"] == 0.5  # the median round's own metrics, whole
+    assert confirmed.metrics["confirm_rounds"] == [2.0, 3.0, 1.0]
+    assert confirmed.metrics["first_measured"] == 4.0 and confirmed.elapsed_s == 1.5
+    # lower is better: the median is the same round
+    assert median_round([ok(2.0), ok(3.0), ok(1.0)], "tops", -1.0, 4.0).metrics["tops"] == 2.0
+    failed = median_round([ok(2.0), EvalResult(Status.FAILED, reason="wrong product"),
+                           ok(1.0)], "tops", 1.0, first=4.0)
+    assert failed.status is Status.FAILED and "confirmation round failed: wrong product" \
+        in failed.reason
+
+
+def test_a_ladder_confirms_its_best_on_the_cpu(tmp_path):
+    storage = str(tmp_path / "c.db")
+    spec = study_from_dict(_cpu_ladder())
+    shown: list[tuple[str, int, int]] = []
+    summary = run_study(spec, storage,
+                        progress=lambda label, done, total, *_: shown.append((label, done,
+                                                                              total)))
+    assert summary.status == "finished" and summary.workloads[0].trials == 5 + 5 + 3
+    frame = load_trials(storage, spec.name)
+    measured = frame[frame["fidelity"] == "hardware"]
+    confirmed = frame[frame["fidelity"] == "hardware-confirmed"]
+    assert len(measured) == 5 and len(confirmed) == 3
+    assert (confirmed["status"] == "ok").all() and (confirmed["evaluator"] == "cpu").all()
+    params = ["mc", "kc", "nc", "pack_a", "pack_b"]
+    first = {tuple(row[params]): row["tops"] for _, row in measured.iterrows()}
+    # the rung's three best by their first measurement are the ones confirmed
+    best_three = sorted(first, key=lambda k: -first[k])[:3]
+    assert {tuple(row[params]) for _, row in confirmed.iterrows()} == set(best_three)
+    for _, row in confirmed.iterrows():
+        rounds = row["confirm_rounds"]
+        assert len(rounds) == ROUNDS and row["tops"] == sorted(rounds)[1]
+        assert row["first_measured"] == first[tuple(row[params])]
+    # a bar for the confirmation, every contender once a round
+    label = "384x384x384 fp32-fp32 (B col) rung 2/2 (cpu) confirm"
+    assert [s for s in shown if s[0] == label][-1] == (label, 3 * ROUNDS, 3 * ROUNDS)
+    # the study's best is judged by the confirmed results alone
+    best = best_trials(frame, top=5)
+    assert len(best) == 3 and (best["fidelity"] == "hardware-confirmed").all()
+    # running it again measures nothing and adds no trial
+    again = run_study(spec, storage)
+    assert again.workloads[0].evaluated == 0 and len(load_trials(storage, spec.name)) == 13
+
+
+def test_a_cover_takes_a_configs_confirmed_result_over_its_first():
+    frame = pd.DataFrame({
+        "shape": ["8x8x8"] * 3, "dtype": ["fp32-fp32"] * 3, "b_layout": ["col"] * 3,
+        "status": ["ok"] * 3, "evaluator": ["cpu"] * 3, "mc": [8, 8, 4],
+        "fidelity": ["hardware-confirmed", "hardware", "hardware"],
+        "tops": [1.0, 2.0, 1.5]})  # the confirmed result stored first, as it never is
+
+    class Shape:
+        workload = type("W", (), {"shape": "8x8x8", "dtype": type("D", (), {
+            "name": "fp32-fp32"})(), "b_layout": "col"})()
+
+    tops = _measured(frame, Shape(), [{"mc": 8}, {"mc": 4}], ["mc"], "cpu")
+    assert tops.tolist() == [1.0, 1.5]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d["ladder"][1].update(confirm=-1), "confirm"),
+    (lambda d: d["ladder"][1].update(confirm=1001), "confirm"),
+    (lambda d: d["ladder"].insert(1, {"evaluator": "cpu", "keep": 3, "confirm": 2}),
+     "confirming is for the last rung"),
+    (lambda d: d["ladder"][1].update(evaluator="analytical", options={}),
+     "confirming is for a rung that measures hardware \\('analytical' is of fidelity "
+     "analytical"),
+])
+def test_confirming_takes_the_last_rung_of_hardware(change, message):
+    data = _cpu_ladder()
+    change(data)
+    with pytest.raises(StudyFileError, match=message):
+        study_from_dict(data)
+
+
+def test_confirming_is_part_of_a_studys_identity():
+    assert study_from_dict(_cpu_ladder(3)).identity()["ladder"][1]["confirm"] == 3
+    # a study without it keeps the identity it was stored with
+    assert "confirm" not in study_from_dict(_cpu_ladder(0)).identity()["ladder"][1]
