@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from dse import load_trials
 from dse.core.results import EvalResult, Status
@@ -115,3 +116,13 @@ def test_confirming_is_part_of_a_studys_identity():
     assert study_from_dict(_cpu_ladder(3)).identity()["ladder"][1]["confirm"] == 3
     # a study without it keeps the identity it was stored with
     assert "confirm" not in study_from_dict(_cpu_ladder(0)).identity()["ladder"][1]
+
+
+def test_a_run_says_its_best_was_confirmed(tmp_path, capsys):
+    from dse.cli import main
+
+    study = tmp_path / "confirmed.yaml"
+    study.write_text(yaml.safe_dump(_cpu_ladder(2)))
+    assert main(["run", str(study), "--storage", str(tmp_path / "c.db")]) == 0
+    out = capsys.readouterr().out
+    assert "confirmed: tops " in out and "in 3 rounds beside its contenders" in out

@@ -163,6 +163,13 @@ def _print_summary(summary: RunSummary, frame: pd.DataFrame) -> None:
               + ", ".join(f"{k}={top[k]}" for k in param_columns(frame)))
         print(key_values({k: top[k] for k in SHOWN_METRICS if k in top and top[k] == top[k]},
                          indent="    "))
+        rounds = top.get("confirm_rounds")
+        # a ladder's confirmed result (a list, or an array from a kept frame; NaN elsewhere)
+        if rounds is not None and not isinstance(rounds, str | float) and len(rounds):
+            objective = objective_columns(frame)[0]
+            print(f"  confirmed: {objective} {min(rounds):.4g}-{max(rounds):.4g} in "
+                  f"{len(rounds)} rounds beside its contenders, {top['first_measured']:.4g} "
+                  "when first measured")
         if all(top.get(k) == top.get(k) and k in top
                for k in ("bound", "t_core_s", "t_comp_s", "t_mem_s", "balance")):
             print(f"  {top['bound']}-bound: the compute units are busy "
