@@ -257,8 +257,10 @@ def measured_ladder(workers: int, shape: str, keep: int, folder: Path) -> Ladder
     spec_dict = study_dict("int8", shape, keep, emulate=False, engine="avx512")
     spec_dict.update(name=f"ladder-{workers}", workers=workers)
     # the kept configs alone: the shipped study's walk goes one config a step on any number of
-    # workers (each step waits for the one before), so it has nothing to run side by side
+    # workers (each step waits for the one before), so it has nothing to run side by side,
+    # and its confirmation measures one config at a time
     spec_dict["ladder"][1].pop("refine", None)
+    spec_dict["ladder"][1].pop("confirm", None)
     spec = study_from_dict(spec_dict, f"<ladder on {workers} workers>")
     cache = folder / f"cache-w{workers}"
     os.environ["DSE_AMX_CACHE"] = str(cache)  # before Ray starts: its workers inherit it

@@ -25,13 +25,12 @@ from dse.core.evaluator import EvalContext, Evaluator, score_batch
 from dse.core.params import batch_take
 from dse.core.registry import (
     build_evaluator,
-    fidelity_ranks,
     load_target,
     search_space_class,
     workload_from_dict,
 )
 from dse.core.workload import Workload
-from dse.storage.frames import best_trials
+from dse.storage.frames import best_trials, most_faithful
 from dse.storage.store import ResultStore
 from dse.study.strategies.search import exhaustive
 
@@ -206,11 +205,10 @@ def _measured(frame: pd.DataFrame, ctx: EvalContext, candidates: list[dict[str, 
     """What the study measured of each candidate on ``ctx``'s workload with ``evaluator`` (0
     where nothing: a config it failed on, or only a cheaper rung scored, cannot serve); of a
     config measured at two fidelities (a rung's measurement and its confirmation), the more
-    faithful result."""
-    rows = frame[_of(frame, ctx.workload) & (frame["status"] == "ok")
-                 & (frame["evaluator"] == evaluator)]
-    rank = rows["fidelity"].map(fidelity_ranks()).fillna(0)
-    rows = rows.iloc[np.argsort(rank.to_numpy(), kind="stable")]  # the most faithful last
+    faithful result (0 if that failed)."""
+    rows = most_faithful(frame[_of(frame, ctx.workload) & (frame["evaluator"] == evaluator)],
+                         params)
+    rows = rows[rows["status"] == "ok"]
     measured = {tuple(_plain(row[p]) for p in params): float(row["tops"])
                 for _, row in rows.iterrows()}
     return np.array([measured.get(tuple(c.get(p) for p in params), 0.0) for c in candidates])

@@ -72,8 +72,10 @@ class StoreFace(Protocol):
         parameters left empty)."""
         ...
 
-    def keys_with_trials(self, study_id: int, workload_id: int, evaluator: str) -> set[str]:
-        """Config keys the study already has a trial of, by this evaluator."""
+    def keys_with_trials(self, study_id: int, workload_id: int, evaluator: str,
+                         version: str | None = None) -> set[str]:
+        """Config keys the study already has a trial of, by this evaluator (of this version,
+        when given)."""
         ...
 
     def commit_window(self, window: Window) -> None:

@@ -210,7 +210,8 @@ def pareto_mask(values: np.ndarray, maximize: list[bool]) -> np.ndarray:
 def best_trials(frame: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     """The ``top`` best ok trials for one objective, or the Pareto front for several (per
     workload), best first by the first objective; only the most faithful fidelity present in a
-    workload counts (a ladder's measurements over its model's predictions)."""
+    workload counts (a ladder's measurements over its model's predictions), and a config whose
+    more faithful result failed (a ladder's confirmation) is not among them."""
     objectives = frame.attrs.get("objectives", [("tops", "maximize")])
     ok = frame[frame["status"] == "ok"] if "status" in frame else frame
     if ok.empty:
@@ -218,14 +219,20 @@ def best_trials(frame: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     metrics = [o[0] for o in objectives]
     maximize = [o[1] == "maximize" for o in objectives]
     parts = []
-    identity = [*WORKLOAD_COLUMNS, *(p for p in frame.attrs.get("params", [])
-                                     if p not in WORKLOAD_COLUMNS)]
+    identity = [c for c in (*WORKLOAD_COLUMNS, *(p for p in frame.attrs.get("params", [])
+                                                if p not in WORKLOAD_COLUMNS))
+                if c in frame.columns]
     ranks = fidelity_ranks()
-    for _, group in ok.groupby(list(WORKLOAD_COLUMNS), sort=False):
+    failed = frame[frame["status"] != "ok"] if "status" in frame else frame.iloc[:0]
+    for workload, group in ok.groupby(list(WORKLOAD_COLUMNS), sort=False):
         if "fidelity" in group:
             rank = group["fidelity"].map(ranks).fillna(0)
             group = group[rank == rank.max()]
-        group = group.drop_duplicates(subset=[c for c in identity if c in group.columns])
+            of_workload = pd.Series(workload, index=list(WORKLOAD_COLUMNS))
+            above = failed[(failed[list(WORKLOAD_COLUMNS)] == of_workload).all(axis=1)
+                           & (failed["fidelity"].map(ranks).fillna(0) > rank.max())]
+            group = group[~_among(group, above, identity)]
+        group = group.drop_duplicates(subset=identity)
         if len(objectives) > 1:
             group = group[pareto_mask(group[metrics].to_numpy(dtype=float), maximize)]
         # stable: of equally good configs the earliest trial comes first, as in the dashboard
@@ -233,6 +240,31 @@ def best_trials(frame: pd.DataFrame, top: int = 10) -> pd.DataFrame:
                                        kind="stable").head(
             top if len(objectives) == 1 else len(group)))
     return pd.concat(parts)
+
+
+def _among(rows: pd.DataFrame, others: pd.DataFrame, identity: list[str]) -> np.ndarray:
+    """Whether each of ``rows`` is the config of one of ``others`` (same ``identity`` values)."""
+    if others.empty:
+        return np.zeros(len(rows), dtype=bool)
+
+    def keys(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
+        # NaN (a parameter a config lacks) as None, which equals itself
+        values = frame[identity].astype(object)
+        return list(values.where(values.notna(), None).itertuples(index=False, name=None))
+
+    theirs = set(keys(others))
+    return np.array([key in theirs for key in keys(rows)], dtype=bool)
+
+
+def most_faithful(frame: pd.DataFrame, params: Sequence[str]) -> pd.DataFrame:
+    """One row per config of each workload: its most faithful (a ladder's confirmed result over
+    the rung's first measurement; of equal fidelity, the later trial), in the frame's order."""
+    if frame.empty or "fidelity" not in frame:
+        return frame
+    identity = [c for c in (*WORKLOAD_COLUMNS, *params) if c in frame.columns]
+    rank = frame["fidelity"].map(fidelity_ranks()).fillna(0).to_numpy()
+    ordered = frame.iloc[np.argsort(rank, kind="stable")]
+    return ordered.drop_duplicates(subset=identity, keep="last").sort_index()
 
 
 def trials_by_number(s: Session, study: m.StudyRow, numbers: list[int]) -> pd.DataFrame:

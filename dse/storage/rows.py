@@ -190,13 +190,17 @@ def next_trial_number(s: Session, study_id: int) -> int:
     return 0 if last is None else int(last) + 1
 
 
-def trialled_keys(s: Session, study_id: int, workload_id: int, evaluator: str) -> set[str]:
-    """Config keys this study already has a trial for, by this evaluator."""
+def trialled_keys(s: Session, study_id: int, workload_id: int, evaluator: str,
+                  version: str | None = None) -> set[str]:
+    """Config keys this study already has a trial for, by this evaluator (of this version,
+    when given)."""
+    e = m.EvaluationRow
+    of_version = [] if version is None else [e.version == version]
     return set(s.scalars(
         select(m.ConfigRow.key).join(m.TrialRow, m.TrialRow.config_id == m.ConfigRow.id)
-        .join(m.EvaluationRow, m.EvaluationRow.id == m.TrialRow.evaluation_id)
+        .join(e, e.id == m.TrialRow.evaluation_id)
         .where(m.TrialRow.study_id == study_id, m.TrialRow.workload_id == workload_id,
-               m.EvaluationRow.evaluator == evaluator)))
+               e.evaluator == evaluator, *of_version)))
 
 
 def add_trials(s: Session, rows: list[dict[str, Any]]) -> None:

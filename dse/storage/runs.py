@@ -163,11 +163,12 @@ class RunWrites:
                                                elapsed_s)
                     for cid, status, metrics, reason, elapsed_s in found}
 
-    def keys_with_trials(self, study_id: int, workload_id: int,
-                         evaluator: str) -> set[str]:
-        """Config keys the study already has a trial of, by this evaluator."""
+    def keys_with_trials(self, study_id: int, workload_id: int, evaluator: str,
+                         version: str | None = None) -> set[str]:
+        """Config keys the study already has a trial of, by this evaluator (of this version,
+        when given)."""
         with self.session() as s:
-            return rows.trialled_keys(s, study_id, workload_id, evaluator)
+            return rows.trialled_keys(s, study_id, workload_id, evaluator, version)
 
     def commit_window(self, window: Window) -> None:
         """Write a window in one transaction: its configs, its results not served from the

@@ -28,6 +28,7 @@ from dse.core.registry import (
     search_space_class,
 )
 from dse.core.target import dotted_value, rewrite_toml, with_dotted
+from dse.storage.frames import most_faithful
 from dse.storage.store import ResultStore
 
 RIDGE = 0.1  # weight of the pull towards the current coefficients (log scale)
@@ -78,7 +79,10 @@ def calibrate_study(store: ResultStore, study: str, evaluator: str, against: str
                          "evaluator's results (measurements), not its own")
     frame = store.load_trials(study)
     target_name = store.study_spec(study)["target"]
-    measured = frame[(frame["evaluator"] == against) & (frame["status"] == "ok")]
+    params = frame.attrs.get("params", [])
+    # one result per config: a ladder's confirmed result over the rung's first measurement
+    measured = most_faithful(frame[frame["evaluator"] == against], params)
+    measured = measured[measured["status"] == "ok"]
     if len(measured) < 6:
         raise UsageError(f"study {study!r} has {len(measured)} ok results of {against!r}; "
                          "calibration needs at least 6")
@@ -87,7 +91,6 @@ def calibrate_study(store: ResultStore, study: str, evaluator: str, against: str
     free = search_space_class(target.space).calibratable
     if not free or not model.capabilities.score:
         raise UsageError(f"no calibration of {evaluator!r} for {target.space} targets")
-    params = frame.attrs.get("params", [])
     rows = measured.reset_index(drop=True)
     cases = []
     for (shape, dtype, layout), group in rows.groupby(["shape", "dtype", "b_layout"]):

@@ -264,16 +264,23 @@ class StudyRunner:
         return results
 
     def record(self, run: WorkloadRun, configs: list[dict[str, Any]],
-               results: list[EvalResult], measured: Measured) -> None:
+               results: list[EvalResult], measured: Measured, cached: bool = False) -> None:
         keys = config_keys(run, configs)
         self.recorder.add(run.workload_id, keys, [dict(c) for c in configs], results,
-                          [False] * len(keys), [measured] * len(keys))
+                          [cached] * len(keys), [measured] * len(keys))
         run.summary.trials += len(results)
-        run.summary.evaluated += len(results)
+        if cached:
+            run.summary.cached += len(results)
+        else:
+            run.summary.evaluated += len(results)
+        run.summary.infeasible += sum(r.status is Status.INFEASIBLE for r in results)
         run.summary.failed += sum(r.status in (Status.FAILED, Status.TIMEOUT) for r in results)
 
-    def trialled(self, run: WorkloadRun, evaluator: Evaluator) -> set[str]:
-        return self.store.keys_with_trials(self.study_id, run.workload_id, evaluator.name)
+    def trialled(self, run: WorkloadRun, evaluator: Evaluator | Measured,
+                 exact: bool = False) -> set[str]:
+        self.recorder.flush()  # this run's trials too
+        return self.store.keys_with_trials(self.study_id, run.workload_id, evaluator.name,
+                                           evaluator.version if exact else None)
 
     @contextmanager
     def rung(self, evaluator: Evaluator) -> Iterator[Pool]:

@@ -425,11 +425,13 @@ def _confirm(r: _Reader, data: dict[str, Any], key: str, plugin: PluginSpec, las
     """A rung's ``confirm``: on the last rung only, and only of an evaluator that measures
     hardware (a model or a simulator gives the same answer twice)."""
     confirm = r.integer(data.get("confirm", 0), f"{key}.confirm", 0, "ladder.confirm")
-    if confirm and not last:
+    if not confirm:
+        return 0
+    if not last:
         raise r.fail(f"{key}.confirm", confirm, "confirming is for the last rung, whose "
                      "best is the study's result")
     fidelity = evaluator_class(plugin.name).fidelity
-    if confirm and fidelity != HARDWARE.name:
+    if fidelity != HARDWARE.name:
         raise r.fail(f"{key}.confirm", confirm, "confirming is for a rung that measures "
                      f"hardware ({plugin.name!r} is of fidelity {fidelity}: it answers alike "
                      "every time)")

@@ -86,11 +86,14 @@ class Port(Protocol):
         measurement repeated), ``stage`` showing the progress."""
 
     def record(self, run: WorkloadRun, configs: list[dict[str, Any]],
-               results: list[EvalResult], measured: Measured) -> None:
-        """Store results the strategy made itself as trials, under ``measured``."""
+               results: list[EvalResult], measured: Measured, cached: bool = False) -> None:
+        """Store results the strategy made itself (or, ``cached``, found stored) as trials,
+        under ``measured``."""
 
-    def trialled(self, run: WorkloadRun, evaluator: Evaluator) -> set[str]:
-        """Config keys the study already has a trial of by ``evaluator``."""
+    def trialled(self, run: WorkloadRun, evaluator: Evaluator | Measured,
+                 exact: bool = False) -> set[str]:
+        """Config keys the study already has a trial of by ``evaluator`` (of its version too,
+        when ``exact``)."""
 
     def feasible(self, run: WorkloadRun) -> ConfigBatch:
         """Every feasible config of the study's space for the workload, in a fixed order."""
