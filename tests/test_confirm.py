@@ -159,3 +159,13 @@ def test_a_config_whose_confirmation_failed_is_never_the_best():
     alone.attrs = frame.attrs
     assert best_trials(alone)["mc"].tolist() == [2, 3]
     assert most_faithful(frame, ["mc"])["number"].tolist() == [2, 3, 4]
+
+
+def test_tables_show_the_fidelity_where_a_ladder_confirmed_rows():
+    from dse.analysis.columns import config_columns
+
+    frame = pd.DataFrame({"number": [0, 1], "mc": [8, 8], "tops": [1.0, 1.1],
+                          "evaluator": ["cpu", "cpu"], "status": ["ok", "ok"],
+                          "fidelity": ["hardware", "hardware-confirmed"]})
+    assert config_columns(frame, ["mc"], ["tops"])[-2:] == ["fidelity", "status"]
+    assert "fidelity" not in config_columns(frame.iloc[:1], ["mc"], ["tops"])

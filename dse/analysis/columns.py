@@ -6,6 +6,8 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from dse.core.fidelity import CONFIRMED
+
 # Shown after the parameters and the objectives: throughput, and what explains a config's time
 # and footprint.
 SUMMARY_METRICS = ("tops", "latency_s", "t_comp_s", "t_mem_s", "bound", "balance", "l1_bytes",
@@ -16,9 +18,11 @@ def config_columns(frame: pd.DataFrame, varying: Iterable[str], objectives: Iter
                    workload_columns: Iterable[str] = ()) -> list[str]:
     """The columns of ``frame`` a table shows: the trial number, ``workload_columns`` (for a
     study of several workloads), the ``varying`` parameters, the ``objectives``, the summary
-    metrics, evaluator and status, and the reason when a row was not ok."""
+    metrics, evaluator (and fidelity, where a ladder confirmed some rows: the evaluator alone
+    does not tell them apart) and status, and the reason when a row was not ok."""
+    confirmed = "fidelity" in frame and frame["fidelity"].eq(CONFIRMED.name).any()
     columns = ["number", *workload_columns, *varying, *objectives, *SUMMARY_METRICS,
-               "evaluator", "status"]
+               "evaluator", *(["fidelity"] if confirmed else []), "status"]
     if "reason" in frame and frame["reason"].fillna("").astype(str).ne("").any():
         columns.append("reason")
     return [c for c in dict.fromkeys(columns) if c in frame.columns]
