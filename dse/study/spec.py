@@ -89,7 +89,7 @@ class Rung:
     # (dse.study.strategies.refine)
     refine: int = 0
     # on the last rung, its best this many measured again side by side in interleaved rounds,
-    # their median stored as their confirmed results (dse.study.strategies.confirm)
+    # their means stored as their confirmed results (dse.study.strategies.confirm)
     confirm: int = 0
 
 
