@@ -15,7 +15,8 @@ from dse.deploy.problem import _measured
 from dse.storage.frames import best_trials, most_faithful
 from dse.study.runner import run_study
 from dse.study.spec import StudyFileError, study_from_dict
-from dse.study.strategies.confirm import ROUNDS, confirmed_result, contenders, round_orders
+from dse.study.strategies.confirm import ROUNDS, confirmed_result, round_orders
+from dse.study.strategies.ladder import choose
 
 
 def _cpu_ladder(confirm: int = 3, name: str = "confirmed") -> dict:
@@ -26,10 +27,11 @@ def _cpu_ladder(confirm: int = 3, name: str = "confirmed") -> dict:
                        {"evaluator": "cpu", "options": {"max_repeats": 3}, "confirm": confirm}]}
 
 
-def test_contenders_rounds_and_the_median_round():
+def test_contenders_rounds_and_the_confirmed_result():
     values = np.array([3.0, np.nan, 5.0, 4.0, 1.0])
-    assert contenders(values, 3).tolist() == [2, 3, 0]  # best first, a failed one never
-    assert contenders(values, 10).tolist() == [2, 3, 0, 4]
+    # the contenders: best first, a failed one never
+    assert choose(values, 3, "top").tolist() == [2, 3, 0]
+    assert choose(values, 10, "top").tolist() == [2, 3, 0, 4]
     orders = round_orders(3)
     assert orders == [[0, 1, 2], [2, 1, 0], [2, 1, 0], [0, 1, 2]] and len(orders) == ROUNDS
     # one contender at a time: under a drift steady over the confirmation every contender's

@@ -231,7 +231,8 @@ def best_trials(frame: pd.DataFrame, top: int = 10) -> pd.DataFrame:
             of_workload = pd.Series(workload, index=list(WORKLOAD_COLUMNS))
             above = failed[(failed[list(WORKLOAD_COLUMNS)] == of_workload).all(axis=1)
                            & (failed["fidelity"].map(ranks).fillna(0) > rank.max())]
-            group = group[~_among(group, above, identity)]
+            group = group[~pd.MultiIndex.from_frame(group[identity]).isin(
+                pd.MultiIndex.from_frame(above[identity]))]
         group = group.drop_duplicates(subset=identity)
         if len(objectives) > 1:
             group = group[pareto_mask(group[metrics].to_numpy(dtype=float), maximize)]
@@ -240,20 +241,6 @@ def best_trials(frame: pd.DataFrame, top: int = 10) -> pd.DataFrame:
                                        kind="stable").head(
             top if len(objectives) == 1 else len(group)))
     return pd.concat(parts)
-
-
-def _among(rows: pd.DataFrame, others: pd.DataFrame, identity: list[str]) -> np.ndarray:
-    """Whether each of ``rows`` is the config of one of ``others`` (same ``identity`` values)."""
-    if others.empty:
-        return np.zeros(len(rows), dtype=bool)
-
-    def keys(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
-        # NaN (a parameter a config lacks) as None, which equals itself
-        values = frame[identity].astype(object)
-        return list(values.where(values.notna(), None).itertuples(index=False, name=None))
-
-    theirs = set(keys(others))
-    return np.array([key in theirs for key in keys(rows)], dtype=bool)
 
 
 def most_faithful(frame: pd.DataFrame, params: Sequence[str]) -> pd.DataFrame:

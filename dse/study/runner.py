@@ -268,17 +268,11 @@ class StudyRunner:
         keys = config_keys(run, configs)
         self.recorder.add(run.workload_id, keys, [dict(c) for c in configs], results,
                           [cached] * len(keys), [measured] * len(keys))
-        run.summary.trials += len(results)
-        if cached:
-            run.summary.cached += len(results)
-        else:
-            run.summary.evaluated += len(results)
-        run.summary.infeasible += sum(r.status is Status.INFEASIBLE for r in results)
-        run.summary.failed += sum(r.status in (Status.FAILED, Status.TIMEOUT) for r in results)
+        self._tally(run, results, [cached] * len(keys), [False] * len(keys),
+                    0 if cached else len(keys))
 
     def trialled(self, run: WorkloadRun, evaluator: Evaluator | Measured,
                  exact: bool = False) -> set[str]:
-        self.recorder.flush()  # this run's trials too
         return self.store.keys_with_trials(self.study_id, run.workload_id, evaluator.name,
                                            evaluator.version if exact else None)
 
@@ -396,6 +390,19 @@ class StudyRunner:
     def _count(self, run: WorkloadRun, results: list[EvalResult], cached: list[bool],
                repeated: list[bool], evaluated: int, stage: Stage | None) -> None:
         """Add a batch to the workload's counts and its progress bar."""
+        self._tally(run, results, cached, repeated, evaluated)
+        self.evaluated_any = True
+        if stage is None:
+            stage = Stage(run.summary.workload.label, run.summary.trials,
+                          self.spec.budget.trials)
+        else:
+            stage.done += len(results)
+        self._show(stage, results)
+
+    @staticmethod
+    def _tally(run: WorkloadRun, results: list[EvalResult], cached: list[bool],
+               repeated: list[bool], evaluated: int) -> None:
+        """Add a batch's trials to the workload's counts."""
         summary = run.summary
         summary.trials += len(results)
         summary.repeated += sum(repeated)
@@ -403,12 +410,6 @@ class StudyRunner:
         summary.evaluated += evaluated
         summary.infeasible += sum(r.status is Status.INFEASIBLE for r in results)
         summary.failed += sum(r.status in (Status.FAILED, Status.TIMEOUT) for r in results)
-        self.evaluated_any = True
-        if stage is None:
-            stage = Stage(summary.workload.label, summary.trials, self.spec.budget.trials)
-        else:
-            stage.done += len(results)
-        self._show(stage, results)
 
     def _show(self, stage: Stage, results: list[EvalResult]) -> None:
         """Move ``stage``'s progress bar, with the best of ``results``."""

@@ -45,13 +45,6 @@ def confirmed_identity(evaluator: Evaluator) -> Measured:
     return Measured(evaluator.name, f"{evaluator.version}+confirmed:{ROUNDS}", CONFIRMED.name)
 
 
-def contenders(values: np.ndarray, count: int) -> np.ndarray:
-    """Positions of the ``count`` best measured ``values`` (higher is better; NaN: failed),
-    best first."""
-    order = np.argsort(-values, kind="stable")
-    return np.array([i for i in order if np.isfinite(values[i])][:count], dtype=np.int64)
-
-
 def round_orders(count: int) -> list[list[int]]:
     """The order of ``count`` contenders in each of the :data:`ROUNDS` rounds."""
     forward = list(range(count))
@@ -76,15 +69,15 @@ def confirmed_result(rounds: list[EvalResult], metric: str, first: float) -> Eva
 
 
 def confirm(port: Port, run: WorkloadRun, evaluator: Evaluator, pool: Pool, label: str,
-            rung: tuple[ConfigBatch, list[dict[str, Any]], np.ndarray], count: int,
+            rung: tuple[ConfigBatch, list[dict[str, Any]], np.ndarray], contenders: np.ndarray,
             objective: Objective) -> None:
-    """Confirm the ``count`` best of a rung's configs (``rung``: their batch, their dicts and
-    their values, signed so that higher is better) and store their confirmed results as
-    trials; ``label`` names the progress bar. Nothing is measured once the study's time is
-    spent (a confirmation begun finishes its rounds)."""
+    """Confirm the ``contenders`` (positions, best first) of a rung's configs (``rung``: their
+    batch, their dicts and their values, signed so that higher is better) and store their
+    confirmed results as trials; ``label`` names the progress bar. Nothing is measured once
+    the study's time is spent (a confirmation begun finishes its rounds)."""
     batch, configs, values = rung
     sign = 1.0 if objective.direction == "maximize" else -1.0
-    picks = [int(i) for i in contenders(values, count)]
+    picks = [int(i) for i in contenders]
     identity = confirmed_identity(evaluator)
     keys = dict(zip(picks, config_keys(run, [configs[i] for i in picks]), strict=True))
     stored = port.stored(run, list(keys.values()), identity)

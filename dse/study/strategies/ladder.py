@@ -136,7 +136,7 @@ def run_ladder(port: Port, run: WorkloadRun) -> None:
                 configs = ctx.space.decode(batch)
             if rung.confirm and not stopped and not offline:
                 confirm(port, run, evaluator, pool, label, (batch, configs, values),
-                        rung.confirm, objective)
+                        choose(values, rung.confirm, "top"), objective)
         scores = dict(zip(config_keys(run, configs), values, strict=True))
         if previous is not None:
             if rung.refine and index == 1:  # the first rung scored the walk's configs too
