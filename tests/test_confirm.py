@@ -171,3 +171,28 @@ def test_tables_show_the_fidelity_where_a_ladder_confirmed_rows():
                           "fidelity": ["hardware", "hardware-confirmed"]})
     assert config_columns(frame, ["mc"], ["tops"])[-2:] == ["fidelity", "status"]
     assert "fidelity" not in config_columns(frame.iloc[:1], ["mc"], ["tops"])
+
+
+def test_plots_draw_confirmed_results_as_a_series_of_their_own(tmp_path):
+    from dse.analysis.columns import trial_series
+    from dse.dashboard.app import _workload_views
+    from dse.dashboard.data import summarise
+    from dse.storage.store import ResultStore
+
+    frame = pd.DataFrame({"evaluator": ["analytical", "cpu", "cpu"],
+                          "fidelity": ["analytical", "hardware", "hardware-confirmed"]})
+    assert trial_series(frame).tolist() == ["analytical", "cpu", "cpu, confirmed"]
+    assert trial_series(frame.drop(columns="fidelity")).tolist() == ["analytical", "cpu", "cpu"]
+
+    storage = str(tmp_path / "c.db")
+    spec = study_from_dict(_cpu_ladder(confirm=3))
+    run_study(spec, storage)
+    summary = summarise(ResultStore(storage), spec.name)
+    workload = summary.workloads[0]
+    assert sorted(workload.evaluators.tolist()).count("cpu, confirmed") == 3
+    views = _workload_views(summary, workload, 0)
+    text = "".join(f["json"] for f in views["figures"])
+    # the history keeps the confirmations apart from the first measurements
+    assert "best so far (cpu, confirmed)" in text and "best so far (cpu)" in text
+    # and the confirmed results are drawn against the rung's first measurements of them
+    assert "cpu, confirmed against cpu (3 configs" in text

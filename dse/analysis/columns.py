@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 import pandas as pd
 
 from dse.core.fidelity import CONFIRMED
@@ -26,3 +27,14 @@ def config_columns(frame: pd.DataFrame, varying: Iterable[str], objectives: Iter
     if "reason" in frame and frame["reason"].fillna("").astype(str).ne("").any():
         columns.append("reason")
     return [c for c in dict.fromkeys(columns) if c in frame.columns]
+
+
+def trial_series(frame: pd.DataFrame) -> np.ndarray:
+    """Each trial's series in the history, distribution and model-against-measurement plots:
+    its evaluator, with ", confirmed" where a ladder confirmed the result (its evaluator is the
+    first measurement's, so without it a ladder's best few would show twice in one series)."""
+    evaluators = frame["evaluator"].astype(str).to_numpy()
+    if "fidelity" not in frame:
+        return evaluators
+    return np.where(frame["fidelity"].eq(CONFIRMED.name).to_numpy(),
+                    np.char.add(evaluators.astype(str), ", confirmed"), evaluators)

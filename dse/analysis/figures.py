@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.io import to_html
 
+from dse.analysis.columns import trial_series
 from dse.analysis.explore import (
     balance_point,
     balance_point_figure,
@@ -308,15 +309,17 @@ def breakdown_figure(rows: pd.DataFrame, breakdown: Breakdown) -> go.Figure | No
 
 
 def fidelity_figures(ok: pd.DataFrame, params: list[str], metric: str) -> list[go.Figure]:
-    """Model against measurement for each pair of neighbouring fidelities, with the Spearman
-    rank agreement over the configs both scored."""
-    rank = ok.groupby("evaluator")["fidelity"].first().map(fidelity_ranks()).fillna(0)
+    """Model against measurement for each pair of neighbouring fidelities (a ladder's
+    confirmation against its first measurement among them), with the Spearman rank agreement
+    over the configs both scored."""
+    series = pd.Series(trial_series(ok), index=ok.index)
+    rank = ok.groupby(series)["fidelity"].first().map(fidelity_ranks()).fillna(0)
     fidelities = list(rank.sort_values(kind="stable").index)
     keys = [p for p in params if p in ok]
     figures = []
     for cheap, dear in zip(fidelities, fidelities[1:], strict=False):
-        a = ok[ok["evaluator"] == cheap].drop_duplicates(keys).set_index(keys)[metric]
-        b = ok[ok["evaluator"] == dear].drop_duplicates(keys).set_index(keys)[metric]
+        a = ok[series == cheap].drop_duplicates(keys).set_index(keys)[metric]
+        b = ok[series == dear].drop_duplicates(keys).set_index(keys)[metric]
         both = pd.concat([a.rename("cheap"), b.rename("dear")], axis=1, join="inner")
         if len(both) < 3:
             continue

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 from plotly.offline import get_plotlyjs
 
-from dse.analysis.columns import config_columns
+from dse.analysis.columns import config_columns, trial_series
 from dse.analysis.figures import figure_html, workload_figures
 from dse.core.registry import load_target
 from dse.storage.frames import best_trials
@@ -44,7 +44,7 @@ def _workload_section(group: pd.DataFrame, params: list[str], objectives: list[t
         best, config_columns(best, varying, [m for m, _ in objectives]))]
     figures = workload_figures(ok["number"].to_numpy(), ok[metric].to_numpy(dtype=float), ok,
                                best, ok, params, objectives, target,
-                               evaluators=ok["evaluator"].to_numpy())
+                               evaluators=trial_series(ok))
     return parts + [figure_html(f) for f in figures]
 
 

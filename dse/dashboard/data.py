@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dse.analysis.columns import trial_series
 from dse.core.registry import (
     fidelity_ranks,
     load_target,
@@ -103,7 +104,7 @@ def _best_numbers(narrow: pd.DataFrame, objectives: list[tuple[str, str]],
 def _ladder_rows(store: ResultStore, study: str, narrow: pd.DataFrame) -> pd.DataFrame:
     """Trials of configs that more than one fidelity scored (a ladder's pairs)."""
     ok = narrow[narrow["status"] == "ok"]
-    if ok["evaluator"].nunique() < 2:
+    if ok["fidelity"].nunique() < 2:  # a confirmation is a fidelity of its own, its evaluator not
         return trials_frame(study, [], {})
     ranks = ok["fidelity"].map(fidelity_ranks()).fillna(0)
     dear_configs = set(ok.loc[ranks > ranks.min(), "config_id"])
@@ -150,7 +151,7 @@ def summarise(store: ResultStore, study: str, top: int = 10) -> StudySummary:
             best=best, numbers=ok["number"].to_numpy(),
             values=(ok[metric].to_numpy(dtype=float) if metric in ok
                     else np.full(len(ok), np.nan)),
-            evaluators=ok["evaluator"].to_numpy(),
+            evaluators=trial_series(ok),
             reasons=store.common_reasons(study, int(workload_id)) if len(ok) < len(group)
             else [],
             sample=pd.concat([sample, best], ignore_index=True).drop_duplicates("number"),
