@@ -213,13 +213,29 @@ static int stream_threads(int64_t M, int64_t N, int64_t K, int threads) {{
         }}                                                                                  \
     }}
 
+/* The statements after ``n`` on each thread of a team of ``n``, as thread ``t`` of ``nt``; a
+ * team of one runs them without OpenMP (a parallel region of one thread still sets a team up,
+ * which cost a small call 0.6 us, more than a whole 1 x 3 x 5 product takes) */
+#define TEAM(n, ...)                                                                        \
+    {{                                                                                      \
+        int team = (n);                                                                     \
+        if (team == 1) {{                                                                   \
+            const int t = 0, nt = 1;                                                        \
+            __VA_ARGS__                                                                     \
+        }} else {{                                                                          \
+            _Pragma("omp parallel num_threads(team)")                                       \
+            {{                                                                              \
+                int t = omp_get_thread_num(), nt = omp_get_num_threads();                  \
+                __VA_ARGS__                                                                 \
+            }}                                                                              \
+        }}                                                                                  \
+    }}
+
 /* Each thread a share of the 64-column chunks; per block of K rows (KB int8, KB / 2 bf16) and
  * WIDE chunks: the block re-laid out, then each chunk's row groups. */
 #define DRIVER(pack, group, rows_per_block, SUMS)                                           \
     int64_t chunks = (N + 63) / 64;                                                         \
-    _Pragma("omp parallel num_threads(stream_threads(M, N, K, threads))")                   \
-    {{                                                                                      \
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();                          \
+    TEAM(stream_threads(M, N, K, threads),                                                  \
         int64_t lo = chunks * t / nt, hi = chunks * (t + 1) / nt;                           \
         __m512i *buf = dse_stream_buffer(t);                                                 \
         const int64_t stride = 0;                                                           \
@@ -238,16 +254,14 @@ static int stream_threads(int64_t M, int64_t N, int64_t K, int threads) {{
                 }}                                                                          \
             }}                                                                              \
         }}                                                                                  \
-    }}
+    )
 
 /* The same on a B packed once: each chunk's block read where the packing put it (``at``: its
  * first vector, of c and k0; ``stride``: the row groups' stride). */
 #define PACKED_DRIVER(group, rows_per_block, at, stride_of, SUMS)                            \
     int64_t chunks = (N + 63) / 64;                                                         \
     const int64_t stride = stride_of;                                                       \
-    _Pragma("omp parallel num_threads(stream_threads(M, N, K, threads))")                   \
-    {{                                                                                      \
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();                          \
+    TEAM(stream_threads(M, N, K, threads),                                                  \
         int64_t lo = chunks * t / nt, hi = chunks * (t + 1) / nt;                           \
         for (int64_t k0 = 0; k0 < K; k0 += rows_per_block) {{                                \
             int64_t k1 = k0 + rows_per_block < K ? k0 + rows_per_block : K;                 \
@@ -258,7 +272,7 @@ static int stream_threads(int64_t M, int64_t N, int64_t K, int threads) {{
                 ROW_GROUPS(group, packed, SUMS)                                             \
             }}                                                                              \
         }}                                                                                  \
-    }}
+    )
 
 /* each thread's buffer (WIDE chunks x GROUPS groups x 4 vectors), kept between calls */
 #define MAX_THREADS 256
