@@ -37,4 +37,4 @@ def trial_series(frame: pd.DataFrame) -> np.ndarray:
     if "fidelity" not in frame:
         return evaluators
     return np.where(frame["fidelity"].eq(CONFIRMED.name).to_numpy(),
-                    np.char.add(evaluators.astype(str), ", confirmed"), evaluators)
+                    np.char.add(evaluators, ", confirmed"), evaluators)
