@@ -36,6 +36,8 @@ VECTOR_VARIANTS = [
     dict(engine="avx512", grid_rows=3, grid_cols=1, mc=96, block_order="a_block",
          micro_order="b_strip", k_unroll=1),
     dict(engine="avx512", grid_rows=2, grid_cols=3, nc=96, prefetch=0, threads=1),
+    # a row-major B packed per block, int8's column sums taken as each block is laid out
+    dict(engine="avx512", grid_rows=2, grid_cols=4, pack_b="block", kc=64),
 ]
 
 BASE = dict(grid_rows=2, grid_cols=2, stream_buffers=1, k_unroll=2, mc=64, kc=128, nc=64,

@@ -63,8 +63,9 @@ RENAMED = ("dse_gemm", "dse_time", "dse_set_threads", "dse_amx_request", "dse_pa
 # in place, re-laid out in registers: amx_stream) up to this many rows, the general AVX-512
 # kernel above. That one re-lays a row-major B out in memory first and takes B's column sums;
 # measured on a Zen 4 the space's kernels of that kind ran 1.1-6x the streaming kernels' time at
-# every M of the Llama-3.1-8B mix (1 to 512), so by default such GEMMs all stream (a build can
-# pass a smaller bound). The table's own AVX-512 kernels serve their shapes at any M: the study
+# every M of the Llama-3.1-8B mix (1 to 512), and with the column sums taken from the laid-out
+# strips still about 1.5x at 512 rows, so by default such GEMMs all stream (a build can pass a
+# smaller bound). The table's own AVX-512 kernels serve their shapes at any M: the study
 # measured them against everything else it had.
 STREAM_M = 2**62
 # a kernel for any shape where the table has none (the other dtype), on each engine

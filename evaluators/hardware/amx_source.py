@@ -373,7 +373,7 @@ static inline void dse_pack_chunk(const TIN *B, int64_t ldb, int64_t k, int64_t 
 #endif
 }
 
-#if !B_COL && !COMP
+#if !B_COL
 /* One VNNI row (VN K rows from k) of 4 strips (64 columns from col0) of a row-major B, each K
  * row's 64 columns read whole: a strip at a time would read 16 or 32 bytes of a row, rows
  * pages apart, and open a DRAM page per piece. Strip j's row goes to out + j * strip_bytes. */
@@ -408,13 +408,33 @@ static inline void dse_pack_row4(const TIN *B, int64_t ldb, int64_t k, int64_t c
 }
 #endif
 
+#if COMP
+/* The column sums of each K block of a strip laid out (``used`` VNNI rows from the first
+ * block's start, zero rows past them), which come off the product as 128 x the sums (VPDPBUSD
+ * multiplies A + 128): a column's 4-byte group holds its VN values, which VPDPBUSD with ones
+ * adds up. Read from the strip while it is in L1: a pass of its own over B would read 16 bytes
+ * a row, rows pages apart. */
+static inline void dse_strip_sums(const char *laid, int64_t used, int64_t kc, int32_t *comp,
+                                  int64_t comp_stride) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    const int64_t per_block = KC / VN;
+    for (int64_t blk = 0; blk * KC < kc; blk++) {
+        __m512i sums = _mm512_setzero_si512();
+        int64_t r1 = (blk + 1) * per_block < used ? (blk + 1) * per_block : used;
+        for (int64_t r = blk * per_block; r < r1; r++)
+            sums = _mm512_dpbusd_epi32(sums, ones, _mm512_loadu_si512(laid + r * 64));
+        _mm512_storeu_si512(comp + blk * comp_stride, sums);
+    }
+}
+#endif
+
 static void dse_pack_b(const TIN *B, int64_t ldb, int64_t K, int64_t N, int64_t k0,
                        int64_t kc, int64_t n0, int64_t s_lo, int64_t s_hi, TIN *dst,
                        int32_t *comp, int64_t comp_stride) {
     int64_t rows = (kc + KT - 1) / KT * (KT / VN);  /* VNNI rows of a strip */
     int64_t k_end = k0 + kc < K ? k0 + kc : K;
     int64_t s = s_lo;
-#if !B_COL && !COMP
+#if !B_COL
     /* whole strips four at a time: the VNNI rows whose K rows all lie in B, then the rest
      * (a last partial group, zero rows past K) */
     int64_t depth4 = k_end - k0, full = depth4 / VN, strip_bytes = rows * 64;
@@ -429,6 +449,10 @@ static void dse_pack_b(const TIN *B, int64_t ldb, int64_t K, int64_t N, int64_t 
                 const TIN *src = B + (k0 + full * VN + v) * ldb + n0 + 16 * (s + j);
                 for (int n = 0; n < 16; n++) row[n * VN + v] = src[n];
             }
+#if COMP
+            dse_strip_sums(out + j * strip_bytes, (depth4 + VN - 1) / VN, kc,
+                           comp + 16 * (s + j), comp_stride);
+#endif
         }
     }
 #endif
@@ -436,25 +460,6 @@ static void dse_pack_b(const TIN *B, int64_t ldb, int64_t K, int64_t N, int64_t 
         TIN *strip = dst + s * rows * 16 * VN;
         int64_t col0 = n0 + 16 * s;
         memset(strip, 0, (size_t)rows * 16 * VN * sizeof(TIN));
-#if COMP
-        /* the column sums of each K block: VPDPBUSD multiplies A + 128, so 128 x these sums
-         * come off the product */
-        for (int64_t blk = 0; blk * KC < kc; blk++) {
-            int32_t *sums = comp + blk * comp_stride + 16 * s;
-            memset(sums, 0, 16 * sizeof(int32_t));
-            int64_t lo = k0 + blk * KC, hi = lo + KC < k_end ? lo + KC : k_end;
-            int64_t cols = N - col0 < 16 ? N - col0 : 16;
-#if B_COL
-            for (int64_t n = 0; n < cols; n++)
-                for (int64_t k = lo; k < hi; k++) sums[n] += B[(col0 + n) * ldb + k];
-#else
-            for (int64_t k = lo; k < hi; k++)
-                for (int64_t n = 0; n < cols; n++) sums[n] += B[k * ldb + col0 + n];
-#endif
-        }
-#else
-        (void)comp; (void)comp_stride;
-#endif
         int64_t width = N - col0 < 16 ? N - col0 : 16, depth = k_end - k0;
         int64_t r = 0;  /* the VNNI rows done by whole 16 x 64-byte chunks */
         if (width == 16)
@@ -478,6 +483,12 @@ static void dse_pack_b(const TIN *B, int64_t ldb, int64_t K, int64_t N, int64_t 
                 for (int64_t n = 0; n < width; n++) row[n * VN + v] = src[n];
             }
         }
+#endif
+#if COMP
+        dse_strip_sums((const char *)strip, (depth + VN - 1) / VN, kc, comp + 16 * s,
+                       comp_stride);
+#else
+        (void)comp; (void)comp_stride;
 #endif
     }
 }
