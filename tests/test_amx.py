@@ -170,6 +170,16 @@ def test_a_in_place_and_leading_dimensions():
     assert out.correct, out.detail
 
 
+@needs_vector
+def test_an_avx512_kernel_reading_a_in_place():
+    """The AVX-512 micro-kernel on A read in place, its rows' strides honoured (int8: A + 128
+    at each broadcast, B's column sums taken off)."""
+    params = {**BASE, **VECTOR_VARIANTS[0], "pack_a": "no"}
+    library = _library(params, "int8-int32", "row", False)
+    out = run(library, "int8-int32", 64, 48, 256, seed=3, threads=2, pad=7, engine="avx512")
+    assert out.correct, out.detail
+
+
 @needs_x86
 def test_a_wrong_product_is_caught():
     """A kernel that skips one tile multiply of its loop computes a wrong product: the check
