@@ -46,9 +46,9 @@ class WorkloadSummary:
     trials: int
     ok: int
     best: pd.DataFrame            # as ``dse best`` ranks them (full rows)
-    numbers: np.ndarray           # ok trials' numbers, first objective and evaluator, for
-    values: np.ndarray            # the history (a ladder's rungs are drawn apart)
-    evaluators: np.ndarray
+    numbers: np.ndarray           # ok trials' numbers, first objective and series (trial_series:
+    values: np.ndarray            # the evaluator, confirmed results apart), for the history (a
+    evaluators: np.ndarray        # ladder's rungs and confirmations are drawn apart)
     sample: pd.DataFrame          # ok trials spread over the study, the best included
     ladder: pd.DataFrame          # trials scored by more than one fidelity (full rows)
     reasons: list[tuple[str, str, int]] = field(default_factory=list)  # (status, reason,
